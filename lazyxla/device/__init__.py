@@ -1,0 +1,78 @@
+"""The `lazyxla` PyTorch device: PrivateUse1 registered from Python."""
+from __future__ import annotations
+
+import torch
+
+from . import rng
+
+_registered = False
+
+
+class _BackendModule:
+    """`torch.lazyxla`: what PyTorch asks of a device module (torch.manual_seed calls
+    manual_seed_all here, so seeding reaches the device RNG)."""
+
+    @staticmethod
+    def is_initialized():
+        return True
+
+    @staticmethod
+    def is_available():
+        return True
+
+    @staticmethod
+    def current_device():
+        return 0
+
+    @staticmethod
+    def device_count():
+        return 1
+
+    @staticmethod
+    def _is_in_bad_fork():
+        return False
+
+    @staticmethod
+    def manual_seed(seed):
+        rng.manual_seed(seed)
+
+    @staticmethod
+    def manual_seed_all(seed):
+        rng.manual_seed(seed)
+
+    @staticmethod
+    def initial_seed():
+        return rng.initial_seed()
+
+    @staticmethod
+    def get_rng_state(device=None):
+        return torch.tensor(list(rng.get_state()), dtype=torch.int64)
+
+    @staticmethod
+    def set_rng_state(state, device=None):
+        rng.set_state(state.tolist())
+
+    @staticmethod
+    def synchronize(device=None):
+        from lazyxla.runtime.executor import wait
+        wait()
+
+
+def register() -> None:
+    global _registered
+    if _registered:
+        return
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+    if not hasattr(torch._C, "_acc") or not hasattr(torch._C._acc, "create_empty_tensor"):
+        raise ImportError(f"lazyxla needs torch's Python device backend API "
+                          f"(torch._C._acc.create_empty_tensor), missing in torch {torch.__version__}")
+    name = torch._C._get_privateuse1_backend_name()
+    if name not in ("privateuseone", "lazyxla"):
+        raise RuntimeError(f"lazyxla: PrivateUse1 is already taken by backend {name!r}")
+    _setup_privateuseone_for_python_backend("lazyxla", backend_module=_BackendModule())
+    from lazyxla.lowering.registry import load_all
+    load_all()
+    from .kernels import register_all
+    register_all()
+    rng.manual_seed(torch.initial_seed() % (2**63))
+    _registered = True

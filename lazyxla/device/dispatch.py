@@ -1,0 +1,182 @@
+"""Recording: the PrivateUse1 kernels that turn an aten call into IR instead of executing it.
+
+Per call: walk the arguments once, collecting input nodes, the attrs template (tensors and runtime
+scalars replaced by slots) and the shape-inference signature; look the output shape/dtype up in the
+meta cache; make the node and the output tensors. In-place and out= overloads record their
+functional op and write the result into the mutated tensors; view ops record a view chain.
+"""
+from __future__ import annotations
+
+import torch
+
+from lazyxla.ir import buffer as buf
+from lazyxla.ir import meta
+from lazyxla.ir.buffer import Buffer, View, new_tensor, state_of
+from lazyxla.ir.node import Node, Slot, scalar_node
+from lazyxla.lowering.registry import LOWERINGS, Lowering, is_scalar_type
+from . import rng
+
+_LAZY = "lazyxla"
+
+
+class _OpInfo:
+    """Per-overload facts computed once: which arguments are runtime scalars."""
+    __slots__ = ("scalar_pos", "scalar_kw")
+
+    def __init__(self, op):
+        args = op._schema.arguments
+        self.scalar_pos = frozenset(i for i, a in enumerate(args)
+                                    if not a.kwarg_only and is_scalar_type(a.type))
+        self.scalar_kw = frozenset(a.name for a in args if is_scalar_type(a.type))
+
+
+_INFO: dict = {}
+
+
+def op_info(op) -> _OpInfo:
+    info = _INFO.get(op)
+    if info is None:
+        info = _INFO[op] = _OpInfo(op)
+    return info
+
+
+def device_mismatch(t: torch.Tensor) -> RuntimeError:
+    return RuntimeError("Expected all tensors to be on the same device, but found at least two "
+                        f"devices, lazyxla:0 and {t.device}!")
+
+
+class _Recorder:
+    """Converts one call's arguments; `inputs` are the node's input nodes."""
+    __slots__ = ("inputs", "key")
+
+    def __init__(self):
+        self.inputs = []
+        self.key = []
+
+    def tensor(self, t):
+        if t.device.type == _LAZY:
+            self.inputs.append(state_of(t).read())
+            self.key.append((t.shape, t.dtype))
+            return Slot(len(self.inputs) - 1)
+        if t.dim() == 0 and t.device.type == "cpu":  # CPU scalars mix with any device in PyTorch
+            self.inputs.append(scalar_node(t.item(), t.dtype))
+            self.key.append(("cpu0", t.dtype))
+            return Slot(len(self.inputs) - 1)
+        raise device_mismatch(t)
+
+    def value(self, v, runtime_scalar):
+        if isinstance(v, torch.Tensor):
+            return self.tensor(v)
+        if runtime_scalar and type(v) in (int, float, bool, complex):
+            self.inputs.append(scalar_node(v))
+            self.key.append(type(v))
+            return Slot(len(self.inputs) - 1)
+        if type(v) in (list, tuple):
+            return tuple(self.value(x, runtime_scalar) for x in v)
+        if isinstance(v, torch.device):
+            v = torch.device(v.type) if v.type != _LAZY else None  # device is not part of a program
+        self.key.append(v)
+        return v
+
+
+def convert_args(op, args, kwargs):
+    """-> (inputs, attrs template, meta key or None)"""
+    info = op_info(op)
+    r = _Recorder()
+    targs = tuple(r.value(a, i in info.scalar_pos) for i, a in enumerate(args))
+    tkw = tuple((k, r.value(v, k in info.scalar_kw)) for k, v in kwargs.items())
+    key = (op, tuple(r.key))
+    try:
+        hash(key)
+    except TypeError:
+        key = None
+    return r.inputs, (targs, tkw), key
+
+
+_GETITEM = Lowering("getitem", lambda xs, i: xs[i])
+
+
+def outputs_for(node_or_spec_node, spec):
+    """Tensors for a recorded node: one, or a tuple for a multi-output op."""
+    node = node_or_spec_node
+    if meta.is_tensor_spec(spec):
+        return buf.wrap_node(node)
+    outs = []
+    for i, (shape, dtype) in enumerate(spec):
+        child = Node(_GETITEM, (node,), (((Slot(0), i)), ()), shape, dtype)
+        outs.append(buf.wrap_node(child))
+    return tuple(outs)
+
+
+def record_node(op, low: Lowering, args, kwargs):
+    """The IR node of a functional op call, and its output spec."""
+    inputs, attrs, key = convert_args(op, args, kwargs)
+    spec = meta.infer(op, key, args, kwargs)
+    if low.random:
+        inputs.append(scalar_node(rng.next_seed(), torch.int64, rng=True))
+        attrs = (attrs[0], attrs[1] + (("_key", Slot(len(inputs) - 1)),))
+    if meta.is_tensor_spec(spec):
+        return Node(low, tuple(inputs), attrs, spec[0], spec[1]), spec
+    if not spec:  # an op with no tensor outputs (e.g. an empty _foreach list)
+        return None, spec
+    return Node(low, tuple(inputs), attrs, None, spec), spec
+
+
+def record(op, low, args, kwargs):
+    node, spec = record_node(op, low, args, kwargs)
+    if node is None:
+        return [] if isinstance(spec, (list, tuple)) else spec
+    out = outputs_for(node, spec)
+    if isinstance(spec, tuple) and not meta.is_tensor_spec(spec) and op._schema.returns and \
+            str(op._schema.returns[0].type).endswith("[]"):
+        return list(out)
+    return out
+
+
+# ---------------------------------------------------------------- writes
+
+def converted(node: Node, shape, dtype) -> Node:
+    """`node` cast to dtype and broadcast to shape (what writing it into such a tensor means)."""
+    if node.dtype == dtype and tuple(node.shape) == tuple(shape):
+        return node
+    return Node(_BROADCAST_CAST, (node,), ((Slot(0), tuple(shape)), ()), tuple(shape), dtype)
+
+
+def _broadcast_cast(x, shape, _meta):
+    import jax.numpy as jnp
+    return jnp.broadcast_to(x, shape)
+
+
+_BROADCAST_CAST = Lowering("broadcast_cast", _broadcast_cast, meta=True)
+
+
+def write(t: torch.Tensor, node: Node) -> None:
+    """Make `node` the new value of `t` (and of every alias of it)."""
+    state_of(t).write(converted(node, t.shape, t.dtype))
+
+
+def write_resizing(t: torch.Tensor, node: Node) -> None:
+    """As write(), but an out= tensor of another shape is resized to the result (PyTorch resizes
+    out= tensors). `.data =` swaps the tensor's storage and sizes and keeps its Python identity."""
+    if tuple(t.shape) == tuple(node.shape):
+        write(t, node)
+    else:
+        t.data = buf.wrap_node(converted(node, node.shape, t.dtype))
+
+
+def record_view(op, low: Lowering, self, args, kwargs):
+    r = _Recorder()
+    if self.device.type != _LAZY:
+        raise device_mismatch(self)
+    rest = tuple(r.value(a, False) for a in args)
+    kw = tuple((k, r.value(v, False)) for k, v in kwargs.items())
+    if r.inputs:
+        raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
+    key = (op, self.shape, self.dtype, tuple(r.key))
+    spec = meta.infer(op, key, (self,) + tuple(args), kwargs)
+    shape, dtype = spec
+    st = state_of(self)
+    chain = st.chain if type(st) is View else ()
+    entry = (low, ((Slot(0),) + rest, kw), ((Slot(0), Slot(1)) + rest, kw), shape, dtype)
+    return new_tensor(View(st.root, chain + (entry,)), shape, dtype)
+

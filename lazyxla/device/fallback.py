@@ -1,0 +1,133 @@
+"""Ops with no lowering: PyTorch's decomposition when one exists, else the CPU fallback.
+
+The CPU fallback materialises the inputs, runs PyTorch's CPU kernel, and returns device data; it
+counts `aten::<op>` and remembers the user's source line, so it is never silent."""
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+
+import torch
+
+from lazyxla import metrics
+from lazyxla.ir import buffer as buf
+from lazyxla.ir.node import data_node
+from lazyxla.jaxenv import supports_dtype, to_device, to_host
+from lazyxla.runtime import executor
+
+_PKG_DIRS = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.__file__))
+_active = threading.local()
+
+
+def user_site() -> str | None:
+    """file:line of the innermost frame outside torch and lazyxla (the model code)."""
+    for fr in reversed(traceback.extract_stack()):
+        if not fr.filename.startswith(_PKG_DIRS) and "<frozen" not in fr.filename:
+            return f"{fr.filename}:{fr.lineno}"
+    return None
+
+
+def _lazy_tensors(tree, acc):
+    if isinstance(tree, torch.Tensor):
+        if tree.device.type == "lazyxla":
+            acc.append(tree)
+    elif isinstance(tree, (list, tuple)):
+        for x in tree:
+            _lazy_tensors(x, acc)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            _lazy_tensors(x, acc)
+    return acc
+
+
+def materialize(tensors) -> None:
+    """Execute whatever is pending below `tensors` (one program)."""
+    roots = {id(buf.state_of(t).root): buf.state_of(t).root for t in tensors}
+    executor.sync_buffers(list(roots.values()))
+
+
+def to_cpu(t: torch.Tensor) -> torch.Tensor:
+    """A CPU copy of a lazyxla tensor's current value."""
+    materialize([t])
+    node = buf.state_of(t).read()
+    if node.op is not buf.DATA:  # a view: its value is a pending view node over device data
+        executor.sync_buffers([tmp := buf.Buffer(node)])
+        node = tmp.node
+    with metrics.timed("TransferFromDeviceTime"):
+        return to_host(node.data)
+
+
+def from_cpu(t: torch.Tensor) -> torch.Tensor:
+    """A new lazyxla tensor holding a copy of CPU tensor `t`."""
+    with metrics.timed("TransferToDeviceTime"):
+        return buf.wrap_node(data_node(to_device(t), t.dtype))
+
+
+def _map(tree, fn):
+    if isinstance(tree, torch.Tensor):
+        return fn(tree)
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_map(x, fn) for x in tree)
+    return tree
+
+
+def cpu_fallback(op, args, kwargs):
+    name = op._schema.name.split("::")[-1] + ("" if op._overloadname == "default" else f".{op._overloadname}")
+    metrics.record_fallback(name, user_site())
+    lazy = _lazy_tensors((args, kwargs), [])
+    for t in lazy:
+        if not supports_dtype(t.dtype):
+            raise TypeError(f"lazyxla: dtype {t.dtype} is not supported ({op})")
+    materialize(lazy)
+    host = {id(t): to_cpu(t).clone() for t in lazy}  # clone: resizable, as out= may need
+    to_host_arg = lambda x: host.get(id(x), x) if isinstance(x, torch.Tensor) else x  # noqa: E731
+
+    def devkw(v):
+        return torch.device("cpu") if isinstance(v, torch.device) and v.type == "lazyxla" else v
+
+    cargs = _map(args, to_host_arg)
+    ckw = {k: devkw(_map(v, to_host_arg)) for k, v in kwargs.items()}
+    out = op(*cargs, **ckw)
+    # Mutated arguments: copy the CPU result back into the device tensors they came from.
+    back = {}
+    for t in lazy:
+        h = host[id(t)]
+        if h._version != 0 or any(h is o for o in _flat(out)):
+            from .dispatch import write_resizing
+            write_resizing(t, buf.state_of(from_cpu(h)).read())
+            back[id(h)] = t
+
+    def result(x):
+        if id(x) in back:
+            return back[id(x)]
+        return from_cpu(x) if x.device.type == "cpu" and supports_dtype(x.dtype) else x
+    return _map(out, result)
+
+
+def _flat(tree):
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, (list, tuple)):
+        return [y for x in tree for y in _flat(x)]
+    return []
+
+
+def decompose(op, args, kwargs):
+    """Run PyTorch's decomposition of `op` (its parts dispatch back here); None if there is none
+    or `op` is already being decomposed further up the stack."""
+    from torch._decomp import decomposition_table
+    fn = decomposition_table.get(op)
+    if fn is None:
+        return NotImplemented
+    active = getattr(_active, "ops", None)
+    if active is None:
+        active = _active.ops = set()
+    if op in active:
+        return NotImplemented
+    active.add(op)
+    try:
+        metrics.counter_inc(f"lazyxla::decomposed::{op}")
+        return fn(*args, **kwargs)
+    finally:
+        active.discard(op)

@@ -1,0 +1,136 @@
+"""Registration of lazyxla's kernels with the PyTorch dispatcher (PrivateUse1).
+
+Every op with a lowering gets a direct kernel (overriding PyTorch's composite kernels, which would
+otherwise allocate and call the out= overload), as do its in-place and out= overloads. Ops with no
+kernel reach the boxed catch-all, which decomposes or falls back to the CPU. CompositeImplicitAutograd
+ops are never registered: a backend kernel there would replace their autograd formula."""
+from __future__ import annotations
+
+import torch
+
+from lazyxla.ir import buffer as buf
+from lazyxla.ir.node import data_node
+from lazyxla.lowering.registry import LOWERINGS, VIEWS, functional_variant, mutated_args
+from . import dispatch, fallback, transfer
+
+aten = torch.ops.aten
+_libs = []
+
+
+def _is_composite_implicit(op) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+
+
+def _functional_kernel(op, low):
+    def kernel(*args, **kwargs):
+        return dispatch.record(op, low, args, kwargs)
+    return kernel
+
+
+def _mutating_kernel(op):
+    """In-place and out= overloads: record the functional op, write into the mutated tensors."""
+    fop = functional_variant(op)
+    low = LOWERINGS.get(fop) if fop is not None else None
+    positions = mutated_args(op)
+    arg_names = [a.name for a in op._schema.arguments]
+    if low is None:
+        return None
+
+    def kernel(*args, **kwargs):
+        def arg(i):
+            return args[i] if i < len(args) else kwargs[arg_names[i]]
+        targets = [arg(i) for i in positions]
+        fargs, fkw = args, {k: v for k, v in kwargs.items() if k not in {arg_names[i] for i in positions
+                                                                         if op._schema.arguments[i].is_out}}
+        for t in targets:
+            if isinstance(t, torch.Tensor) and t.device.type != "lazyxla":
+                raise dispatch.device_mismatch(t)
+        # Validate as PyTorch would (in-place broadcasting, dtype casting rules) on meta tensors.
+        inputs, attrs, key = dispatch.convert_args(op, args, kwargs)
+        from lazyxla.ir import meta
+        meta.infer(op, key, args, kwargs)
+        node, spec = dispatch.record_node(fop, low, fargs, fkw)
+        values = [node] if meta.is_tensor_spec(spec) else list(dispatch.outputs_for(node, spec))
+        flat_targets = [x for t in targets for x in (t if isinstance(t, (list, tuple)) else [t])]
+        values = [buf.state_of(v).read() if isinstance(v, torch.Tensor) else v for v in values]
+        if len(values) != len(flat_targets):
+            raise RuntimeError(f"lazyxla: {op} writes {len(flat_targets)} tensors, its functional "
+                               f"form {fop} returns {len(values)}")
+        for t, v in zip(flat_targets, values):
+            dispatch.write_resizing(t, v)
+        if len(targets) == 1:
+            return targets[0]
+        return tuple(targets)
+    return kernel
+
+
+def _view_kernel(op, low):
+    def kernel(self, *args, **kwargs):
+        return dispatch.record_view(op, low, self, args, kwargs)
+    return kernel
+
+
+def catch_all(op, *args, **kwargs):
+    """Ops with no direct kernel: functional form if lowered, else decomposition, else CPU."""
+    if mutated_args(op):
+        k = _mutating_kernel(op)
+        if k is not None:
+            return k(*args, **kwargs)
+    else:
+        low = LOWERINGS.get(op)
+        if low is not None:
+            return dispatch.record(op, low, args, kwargs)
+        out = fallback.decompose(op, args, kwargs)
+        if out is not NotImplemented:
+            return out
+    return fallback.cpu_fallback(op, args, kwargs)
+
+
+def _variants(op):
+    """In-place and out= overloads whose functional form is `op`."""
+    name = op._schema.name.split("::")[1]
+    out = []
+    for base in (name + "_", name):
+        packet = getattr(aten, base, None)
+        if packet is None:
+            continue
+        for ov in packet.overloads():
+            cand = getattr(packet, ov)
+            if cand is op or not mutated_args(cand):
+                continue
+            if functional_variant(cand) is op:
+                out.append(cand)
+    return out
+
+
+def register_all() -> None:
+    lib = torch.library.Library("aten", "IMPL")
+    _libs.append(lib)
+    done = set()
+
+    def impl(op, fn):
+        if op in done or _is_composite_implicit(op):
+            return
+        done.add(op)
+        lib.impl(op._schema.name.split("::")[1] + ("" if op._overloadname == "default" else "." + op._overloadname),
+                 fn, "PrivateUse1")
+
+    for op, k in transfer.KERNELS.items():
+        impl(op, k)
+    for op, low in VIEWS.items():
+        impl(op, _view_kernel(op, low))
+    for op, low in list(LOWERINGS.items()):
+        if not isinstance(op, torch._ops.OpOverload):
+            continue
+        impl(op, _functional_kernel(op, low))
+        for v in _variants(op):
+            k = _mutating_kernel(v)
+            if k is not None:
+                impl(v, k)
+    fb = torch.library.Library("_", "IMPL")
+    _libs.append(fb)
+    fb.fallback(catch_all, dispatch_key="PrivateUse1")
+
+
+def new_data_tensor(array, dtype):
+    return buf.wrap_node(data_node(array, dtype))

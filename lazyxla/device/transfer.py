@@ -1,0 +1,89 @@
+"""Kernels that move data between host and device, or read a value out: copy_, _copy_from,
+_local_scalar_dense (item()), and resize_ (only as a no-op to the same shape)."""
+from __future__ import annotations
+
+import torch
+
+from lazyxla.ir import buffer as buf
+from . import dispatch, fallback
+
+aten = torch.ops.aten
+
+
+def copy_(self, src, non_blocking=False):
+    if self.device.type == "lazyxla":
+        if src.device.type == "lazyxla":
+            node = buf.state_of(src).read()
+        elif src.device.type == "cpu":
+            node = buf.state_of(fallback.from_cpu(src)).read()
+        else:
+            raise dispatch.device_mismatch(src)
+        try:
+            torch.broadcast_shapes(src.shape, self.shape)
+        except RuntimeError:
+            raise RuntimeError(f"The size of tensor a ({tuple(self.shape)}) must match the size of "
+                               f"tensor b ({tuple(src.shape)})") from None
+        if torch.broadcast_shapes(src.shape, self.shape) != self.shape:
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
+                               f"shape {list(torch.broadcast_shapes(src.shape, self.shape))}")
+        dispatch.write(self, node)
+        return self
+    # device -> host
+    host = fallback.to_cpu(src)
+    self.copy_(host)
+    return self
+
+
+def _copy_from(self, dst, non_blocking=False):
+    copy_(dst, self, non_blocking)
+    return dst
+
+
+def _copy_from_and_resize(self, dst):
+    if tuple(dst.shape) != tuple(self.shape):
+        if dst.device.type == "cpu":
+            dst.resize_(self.shape)
+        else:
+            raise RuntimeError("lazyxla: cannot resize a lazyxla tensor")
+    return _copy_from(self, dst)
+
+
+def _local_scalar_dense(self):
+    from lazyxla import metrics
+    metrics.counter_inc("ItemCall")
+    return fallback.to_cpu(self).item()
+
+
+def _to_copy(self, *args, **kwargs):
+    device = kwargs.get("device")
+    if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
+        host = fallback.to_cpu(self)
+        dtype = kwargs.get("dtype")
+        return host.to(dtype) if dtype is not None else host
+    from lazyxla.lowering.registry import LOWERINGS
+    return dispatch.record(aten._to_copy.default, LOWERINGS[aten._to_copy.default],
+                           (self,) + args, kwargs)
+
+
+def resize_(self, size, memory_format=None):
+    """Keeps the leading elements (as PyTorch's storage does); new elements are zero."""
+    size = tuple(size)
+    if tuple(self.shape) == size:
+        return self
+    n = 1
+    for s in size:
+        n *= s
+    flat = self.reshape(-1)
+    flat = flat[:n] if flat.numel() >= n else torch.cat([flat, flat.new_zeros(n - flat.numel())])
+    self.data = flat.reshape(size).clone()
+    return self
+
+
+KERNELS = {
+    aten.copy_.default: copy_,
+    aten._copy_from.default: _copy_from,
+    aten._copy_from_and_resize.default: _copy_from_and_resize,
+    aten._local_scalar_dense.default: _local_scalar_dense,
+    aten.resize_.default: resize_,
+    aten._to_copy.default: _to_copy,
+}

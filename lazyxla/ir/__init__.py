@@ -1,0 +1,1 @@
+"""The lazy IR: nodes, the buffers that tensors' storages carry, graph cutting and hashing."""

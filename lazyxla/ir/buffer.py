@@ -1,0 +1,109 @@
+"""Lazy state carried by a lazyxla tensor's storage.
+
+A tensor's storage object is shared by every alias PyTorch makes itself (Parameter, detach, saved
+tensors), so the state lives there as the attribute `_lazyxla`. A root storage holds a `Buffer`:
+its current value as an IR node (device data, or a pending computation). A view made by a view op
+gets a storage of its own holding a `View`: its root buffer and the chain of view ops leading to it.
+Reads replay the chain on the root's current value; writes scatter back into the root, so a write
+through any view is seen by the base and by every other view (functionalization).
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from .node import DATA, Node
+
+_ATTR = "_lazyxla"
+
+# Buffers whose value is a pending computation; sync() executes them.
+PENDING: "weakref.WeakSet[Buffer]" = weakref.WeakSet()
+
+
+class Buffer:
+    """`committed` is the last device data this buffer held: clearing the pending recording (the
+    dynamo bridge does after a trace) reverts the buffer to it."""
+    __slots__ = ("node", "committed", "__weakref__")
+
+    def __init__(self, node: Node):
+        self.node = node
+        if node.op is DATA:
+            self.committed = node
+        else:
+            self.committed = None
+            PENDING.add(self)
+
+    def read(self) -> Node:
+        return self.node
+
+    def write(self, node: Node) -> None:
+        self.node = node
+        if node.op is DATA:
+            self.committed = node
+        else:
+            PENDING.add(self)
+
+    @property
+    def root(self) -> "Buffer":
+        return self
+
+
+class View:
+    """`chain` is a tuple of (view Lowering, read attrs, scatter attrs, shape, dtype) applied to the
+    root's value."""
+    __slots__ = ("base", "chain", "_src", "_node", "__weakref__")
+
+    def __init__(self, base: Buffer, chain: tuple):
+        self.base, self.chain = base, chain
+        self._src = self._node = None
+
+    @property
+    def root(self) -> Buffer:
+        return self.base
+
+    def read(self) -> Node:
+        src = self.base.node
+        if self._src is not src:  # memoised per root value: repeated reads build no new nodes
+            node = src
+            for low, attrs, _, shape, dtype in self.chain:
+                node = Node(low, (node,), attrs, shape, dtype)
+            self._src, self._node = src, node
+        return self._node
+
+    def write(self, node: Node) -> None:
+        values = [self.base.node]
+        for low, attrs, _, shape, dtype in self.chain[:-1]:
+            values.append(Node(low, (values[-1],), attrs, shape, dtype))
+        for (low, _, sattrs, _, _), outer in zip(reversed(self.chain), reversed(values)):
+            node = Node(low.scatter, (outer, node), sattrs, outer.shape, outer.dtype)
+        self.base.write(node)
+
+
+def state_of(t: torch.Tensor):
+    """The Buffer or View of a lazyxla tensor."""
+    return getattr(t.untyped_storage(), _ATTR)
+
+
+def has_state(t: torch.Tensor) -> bool:
+    return t.device.type == "lazyxla" and hasattr(t.untyped_storage(), _ATTR)
+
+
+def node_of(t: torch.Tensor) -> Node:
+    return getattr(t.untyped_storage(), _ATTR).read()
+
+
+def attach(t: torch.Tensor, state) -> torch.Tensor:
+    setattr(t.untyped_storage(), _ATTR, state)
+    return t
+
+
+def new_tensor(state, shape, dtype: torch.dtype) -> torch.Tensor:
+    """A real torch.Tensor on the lazyxla device with no host memory, carrying `state`."""
+    t = torch._C._acc.create_empty_tensor(shape, dtype)
+    setattr(t.untyped_storage(), _ATTR, state)
+    return t
+
+
+def wrap_node(node: Node) -> torch.Tensor:
+    return new_tensor(Buffer(node), node.shape, node.dtype)

@@ -1,0 +1,110 @@
+"""Cutting a graph out of the live recording, and its canonical key and strong hash.
+
+`cut(roots)` walks the IR below the roots once, numbering nodes in post-order. The result holds
+  - a `GraphSpec`: the program's structure only (ops, attributes, wiring, parameter shapes and
+    dtypes), holding no device data, so it can be kept to recompile an evicted program;
+  - the parameter leaves, in program order, whose current values are the program's inputs.
+The key is the canonical text of the spec; the hash is a 128-bit BLAKE2b of key and versions, so a
+hit never runs a structurally different program (operand order is part of the key).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+from .node import DATA, SCALAR, Node
+
+
+class GraphSpec:
+    """entries[i] is ('param', shape, dtype) or (lowering, input indices, attrs, shape, dtype);
+    outputs are entry indices."""
+    __slots__ = ("entries", "outputs", "n_params", "key", "hash", "rng_params", "scalar_params",
+                 "n_ops")
+
+    def __init__(self, entries, outputs, n_params, key, hash_, rng_params, scalar_params):
+        self.entries, self.outputs, self.n_params = entries, outputs, n_params
+        self.key, self.hash, self.rng_params = key, hash_, rng_params
+        self.scalar_params = scalar_params
+        self.n_ops = len(entries) - n_params
+
+    def text(self) -> str:
+        """Readable IR, one line per node."""
+        lines = []
+        for i, e in enumerate(self.entries):
+            if e[0] == "param":
+                lines.append(f"%{i} = param{list(e[1])} {e[2]}")
+            else:
+                low, ins, attrs, shape, dtype = e
+                args = ", ".join(f"%{j}" for j in ins)
+                lines.append(f"%{i} = {low.name}({args}) attrs={attrs!r} -> {shape} {dtype}")
+        lines.append("return " + ", ".join(f"%{j}" for j in self.outputs))
+        return "\n".join(lines)
+
+
+class Graph:
+    __slots__ = ("spec", "params", "roots")
+
+    def __init__(self, spec, params, roots):
+        self.spec, self.params, self.roots = spec, params, roots
+
+
+_salt = None
+
+
+def _version_salt() -> bytes:
+    global _salt
+    if _salt is None:
+        from lazyxla import __version__
+        from lazyxla.jaxenv import versions
+        _salt = repr((__version__, versions(), os.environ.get("XLA_FLAGS", ""))).encode()
+    return _salt
+
+
+def strong_hash(key: str) -> str:
+    return hashlib.blake2b(_version_salt() + key.encode(), digest_size=16).hexdigest()
+
+
+def cut(roots: list[Node]) -> Graph:
+    """Roots must be distinct, non-leaf nodes."""
+    index: dict[int, int] = {}
+    entries: list = []
+    keyparts: list = []
+    params: list[Node] = []
+    rng_params: list[int] = []
+    # Parameters first (in first-visit order), ops after: a stable layout for the matcher.
+    order: list[Node] = []
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:  # iterative post-order DFS: graphs may be deeper than Python's recursion limit
+        node, expanded = stack.pop()
+        nid = id(node)
+        if nid in index:
+            continue
+        if node.op is DATA or node.op is SCALAR:
+            index[nid] = -1 - len(params)
+            if node.rng:
+                rng_params.append(len(params))
+            params.append(node)
+            continue
+        if expanded:
+            index[nid] = len(order)
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for inp in reversed(node.inputs):
+            if id(inp) not in index:
+                stack.append((inp, False))
+    n_params = len(params)
+    for p in params:
+        kind = "S" if p.op is SCALAR else "P"
+        entries.append(("param", p.shape, p.dtype))
+        keyparts.append(f"{kind}{p.shape}{p.dtype}")
+    fix = lambda i: -1 - i if i < 0 else n_params + i  # noqa: E731
+    for node in order:
+        ins = tuple(fix(index[id(x)]) for x in node.inputs)
+        entries.append((node.op, ins, node.attrs, node.shape, node.dtype))
+        keyparts.append(f"{node.op.name}{ins}{node.attrs!r}")
+    outputs = [fix(index[id(r)]) for r in roots]
+    key = ";".join(keyparts) + f"->{outputs}"
+    scalars = frozenset(i for i, p in enumerate(params) if p.op is SCALAR)
+    spec = GraphSpec(entries, outputs, n_params, key, strong_hash(key), tuple(rng_params), scalars)
+    return Graph(spec, params, roots)

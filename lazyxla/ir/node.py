@@ -1,0 +1,60 @@
+"""IR nodes. A node is an op applied to input nodes with static attributes, or a leaf.
+
+Leaves are program parameters: device data (`DATA`), or a runtime scalar (`SCALAR`: a Python
+scalar such as a learning rate, or an RNG seed) whose value is fed at execution, so that a value
+that changes every step does not change the program.
+"""
+from __future__ import annotations
+
+import torch
+
+DATA = "data"
+SCALAR = "scalar"
+
+
+class Node:
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "rng", "__weakref__")
+
+    def __init__(self, op, inputs, attrs, shape, dtype, data=None, rng=False):
+        self.op = op          # Lowering (op node), DATA or SCALAR
+        self.inputs = inputs  # tuple[Node, ...]
+        self.attrs = attrs    # hashable static description: everything but the inputs
+        self.shape = shape    # tuple[int, ...] or None for a multi-output node
+        self.dtype = dtype    # torch.dtype, or tuple of (shape, dtype) for a multi-output node
+        self.data = data      # DATA: jax.Array; SCALAR: the value fed at execution
+        self.rng = rng        # SCALAR: True when the value is an RNG seed (refreshed per replay)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.op is DATA or self.op is SCALAR
+
+    def become_data(self, array) -> None:
+        """Replace a computed node by its value, so graphs that share it reuse the result."""
+        self.op, self.inputs, self.attrs, self.data = DATA, (), None, array
+
+    def __repr__(self):
+        name = self.op if isinstance(self.op, str) else self.op.name
+        return f"Node({name}, {self.shape}, {self.dtype})"
+
+
+def data_node(array, dtype: torch.dtype) -> Node:
+    return Node(DATA, (), None, tuple(array.shape), dtype, data=array)
+
+
+_SCALAR_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
+def scalar_node(value, dtype: torch.dtype | None = None, rng: bool = False) -> Node:
+    """A runtime scalar parameter. Python scalars keep their kind (bool/int/float/complex) in the
+    dtype, which is part of the graph key, so type promotion is fixed at compile time."""
+    if dtype is None:
+        dtype = _SCALAR_DTYPES[type(value)]
+    return Node(SCALAR, (), None, (), dtype, data=value, rng=rng)
+
+
+class Slot(int):
+    """In a node's attrs template: 'the i-th input of this node goes here'."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"%{int(self)}"

@@ -1,0 +1,79 @@
+"""The one place lazyxla touches JAX's global state: 64-bit mode, dtype maps, host<->device transfers.
+
+JAX truncates int64/float64 to 32 bits unless x64 is enabled, and PyTorch indices are int64.
+We enable x64 only inside `x64()` so that a user who also uses JAX keeps their own defaults.
+"""
+from __future__ import annotations
+
+import numpy as np
+import ml_dtypes
+import jax
+import torch
+
+x64 = jax.enable_x64  # context manager: with x64(True): ...
+
+_TORCH_TO_NP = {
+    torch.float32: np.dtype(np.float32),
+    torch.float64: np.dtype(np.float64),
+    torch.float16: np.dtype(np.float16),
+    torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
+    torch.int8: np.dtype(np.int8),
+    torch.int16: np.dtype(np.int16),
+    torch.int32: np.dtype(np.int32),
+    torch.int64: np.dtype(np.int64),
+    torch.uint8: np.dtype(np.uint8),
+    torch.uint16: np.dtype(np.uint16),
+    torch.uint32: np.dtype(np.uint32),
+    torch.uint64: np.dtype(np.uint64),
+    torch.bool: np.dtype(np.bool_),
+    torch.complex64: np.dtype(np.complex64),
+    torch.complex128: np.dtype(np.complex128),
+}
+_NP_TO_TORCH = {v: k for k, v in _TORCH_TO_NP.items()}
+
+
+def np_dtype(dtype: torch.dtype) -> np.dtype:
+    try:
+        return _TORCH_TO_NP[dtype]
+    except KeyError:
+        raise TypeError(f"lazyxla does not support dtype {dtype}") from None
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    return _NP_TO_TORCH[np.dtype(dtype)]
+
+
+def supports_dtype(dtype: torch.dtype) -> bool:
+    return dtype in _TORCH_TO_NP
+
+
+def tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A host copy of a CPU tensor as numpy (bfloat16 via its bit pattern)."""
+    t = t.detach().resolve_conj().resolve_neg().contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    return t.numpy().copy()
+
+
+def numpy_to_tensor(a: np.ndarray) -> torch.Tensor:
+    """A CPU tensor that owns a copy of `a` (JAX host views are read-only and may alias)."""
+    a = np.asarray(a)
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(np.array(a.view(np.int16), copy=True)).view(torch.bfloat16)
+    return torch.from_numpy(np.array(a, copy=True))
+
+
+def to_device(t: torch.Tensor) -> jax.Array:
+    """CPU tensor -> jax array on the default JAX device. The numpy copy makes JAX the sole owner,
+    so later in-place writes to `t` on the host cannot reach device data."""
+    with x64(True):
+        return jax.device_put(tensor_to_numpy(t))
+
+
+def to_host(a: jax.Array) -> torch.Tensor:
+    return numpy_to_tensor(np.asarray(a))
+
+
+def versions() -> tuple:
+    import jaxlib
+    return (jax.__version__, jaxlib.__version__, torch.__version__, jax.default_backend())

@@ -1,0 +1,60 @@
+"""Tensor factories and fills. Shapes and dtypes come from the meta result (`_meta`)."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from lazyxla.jaxenv import np_dtype
+from .registry import aten, register
+
+
+def _zeros(_meta):
+    (shape, dtype), = _meta
+    return jnp.zeros(shape, np_dtype(dtype))
+
+
+@register(aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
+          aten.new_empty.default, aten.new_empty_strided.default, meta=True)
+def empty(*args, _meta, **kwargs):
+    # Uninitialised memory in PyTorch; zeros here (XLA folds the constant away).
+    return _zeros(_meta)
+
+
+@register(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default, aten.zero.default, meta=True)
+def zeros(*args, _meta, **kwargs):
+    return _zeros(_meta)
+
+
+@register(aten.ones.default, aten.ones_like.default, aten.new_ones.default, meta=True)
+def ones(*args, _meta, **kwargs):
+    (shape, dtype), = _meta
+    return jnp.ones(shape, np_dtype(dtype))
+
+
+@register(aten.full.default, aten.new_full.default, meta=True)
+def full(*args, _meta, **kwargs):
+    (shape, dtype), = _meta
+    fill = args[1] if len(args) > 1 else kwargs["fill_value"]
+    return jnp.full(shape, fill, np_dtype(dtype))
+
+
+@register(aten.full_like.default, meta=True)
+def full_like(x, fill_value, *args, _meta, **kwargs):
+    (shape, dtype), = _meta
+    return jnp.full(shape, fill_value, np_dtype(dtype))
+
+
+@register(aten.fill.Scalar, aten.fill.Tensor, meta=True)
+def fill(x, value, _meta):
+    (shape, dtype), = _meta
+    return jnp.full(shape, jnp.asarray(value).astype(np_dtype(dtype)), np_dtype(dtype))
+
+
+@register(aten.clone.default, aten.lift_fresh_copy.default, aten._to_copy.default)
+def clone(x, *args, **kwargs):
+    return x
+
+
+@register(aten.scalar_tensor.default, meta=True)
+def scalar_tensor(s, *args, _meta, **kwargs):
+    (shape, dtype), = _meta
+    return jnp.asarray(s).astype(np_dtype(dtype))

@@ -1,0 +1,116 @@
+"""The registry of lowerings: one JAX function per aten op overload, registered by decorator.
+
+A lowering is called while a graph is traced for compilation, with the op's arguments as the aten
+schema orders them: tensors become jax arrays, `Scalar` arguments become weakly typed 0-d arrays
+(runtime parameters, so a changing learning rate compiles nothing new), everything else stays a
+Python value. Its results are cast to the dtype PyTorch's meta kernel reported and their shapes are
+checked, so a lowering may compute in whatever dtype JAX's promotion gives.
+
+    @register(aten.add.Tensor)
+    def add(x, y, alpha=1): ...
+
+`meta=True` passes `_meta=[(shape, torch.dtype), ...]` (the outputs); `random=True` passes `_key`
+(a jax PRNG key drawn from the device RNG). View ops register with `view=True` and may give a
+`scatter` (write a value back through the view into its base); by default the scatter is derived
+from the view function by index arithmetic, which is correct for every view.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import torch
+
+aten = torch.ops.aten
+
+LOWERINGS: dict = {}  # OpOverload -> Lowering (functional ops)
+VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
+
+
+class Lowering:
+    __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op")
+
+    def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None):
+        self.op, self.fn, self.meta, self.random, self.view = op, fn, meta, random, view
+        self.name = str(op) if not isinstance(op, str) else op
+        self.scatter = None
+        if view:
+            self.scatter = Lowering(f"scatter:{self.name}", scatter or _derived_scatter(fn), meta=True)
+
+    def __repr__(self):
+        return f"Lowering({self.name})"
+
+
+def register(*ops, meta=False, random=False, view=False, scatter=None):
+    def deco(fn):
+        for op in ops:
+            low = Lowering(op, fn, meta=meta, random=random, view=view, scatter=scatter)
+            (VIEWS if view else LOWERINGS)[op] = low
+        return fn
+    return deco
+
+
+def _derived_scatter(view_fn):
+    """scatter(base, value, *view_args): write `value` into the elements of `base` that the view
+    selects. The view is applied to an iota of base positions, which names, for every element of the
+    view, the flat base position it aliases."""
+    def scatter(base, value, *args, _meta, **kwargs):
+        positions = view_fn(jnp.arange(base.size, dtype=jnp.int64).reshape(base.shape), *args, **kwargs)
+        flat = base.reshape(-1).at[positions.reshape(-1)].set(value.reshape(-1).astype(base.dtype))
+        return flat.reshape(base.shape)
+    return scatter
+
+
+def lowering_for(op):
+    return LOWERINGS.get(op)
+
+
+def is_scalar_type(arg_type) -> bool:
+    """Schema `Scalar`, `Scalar?` and `Scalar[]` arguments are runtime values."""
+    return "number" in str(arg_type) or "Scalar" in str(arg_type)
+
+
+@functools.lru_cache(maxsize=None)
+def functional_variant(op):
+    """The functional overload computing what an in-place (`add_`) or out= (`add.out`) op writes:
+    same base name without the trailing underscore, and the same non-out arguments. None if there
+    is none."""
+    schema = op._schema
+    name = schema.name.split("::")[1]
+    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    if not hasattr(aten, base):
+        return None
+    want = [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
+    packet = getattr(aten, base)
+    cands = [getattr(packet, ov) for ov in packet.overloads()]
+    cands = [c for c in cands if not any(a.alias_info is not None and a.alias_info.is_write
+                                         for a in c._schema.arguments)]
+    for exact in (True, False):  # same names and types first, then same names
+        for c in cands:
+            got = [(a.name, str(a.type)) for a in c._schema.arguments]
+            if got == want if exact else [g[0] for g in got] == [w[0] for w in want]:
+                return c
+    return None
+
+
+def mutated_args(op) -> tuple[int, ...]:
+    """Positions (in schema order) of arguments the op writes."""
+    return tuple(i for i, a in enumerate(op._schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write)
+
+
+def weak_scalar(x):
+    """A 0-d array that promotes like a Python scalar (weak type), as PyTorch's Scalar does."""
+    from jax._src.lax import lax as _lax  # JAX exposes weak typing only through this
+    return _lax._convert_element_type(x, x.dtype, weak_type=True)
+
+
+def load_all():
+    """Import every op-family module so that its lowerings register."""
+    import importlib
+    import pkgutil
+    from lazyxla import lowering
+    for m in pkgutil.iter_modules(lowering.__path__):
+        if m.name not in ("registry",) and not m.name.startswith("_"):
+            importlib.import_module(f"lazyxla.lowering.{m.name}")

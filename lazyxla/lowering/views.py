@@ -1,0 +1,143 @@
+"""View ops. Each is a JAX function of the base value; writes through a view use the scatter
+derived in the registry (index arithmetic, correct for every view) unless a cheaper exact inverse
+is given here."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+from .registry import aten, register
+
+
+def _norm(d, n):
+    return d + n if d < 0 else d
+
+
+def _whole(base, value):
+    return value.astype(base.dtype)
+
+
+@register(aten.view.default, aten._unsafe_view.default, aten._reshape_alias.default, view=True,
+          scatter=lambda base, value, *a, _meta, **k: value.reshape(base.shape).astype(base.dtype))
+def view(x, size, *_):
+    return jnp.reshape(x, _infer_size(size, x.size))
+
+
+def _infer_size(size, numel):
+    size = list(size)
+    if -1 in size:
+        i = size.index(-1)
+        rest = 1
+        for j, s in enumerate(size):
+            if j != i:
+                rest *= s
+        size[i] = numel // rest if rest else 0
+    return tuple(size)
+
+
+@register(aten.alias.default, aten.lift_fresh.default, view=True,
+          scatter=lambda base, value, _meta: value.astype(base.dtype))
+def alias(x):
+    return x
+
+
+@register(aten.t.default, view=True, scatter=lambda base, value, _meta: value.T.astype(base.dtype))
+def t(x):
+    return x.T
+
+
+@register(aten.transpose.int, view=True,
+          scatter=lambda base, value, d0, d1, _meta: jnp.swapaxes(value, d0, d1).astype(base.dtype))
+def transpose(x, d0, d1):
+    return jnp.swapaxes(x, d0, d1)
+
+
+@register(aten.permute.default, view=True,
+          scatter=lambda base, value, dims, _meta: jnp.transpose(
+              value, tuple(int(i) for i in jnp.argsort(jnp.array([_norm(d, base.ndim) for d in dims])))
+          ).astype(base.dtype))
+def permute(x, dims):
+    return jnp.transpose(x, tuple(_norm(d, x.ndim) for d in dims))
+
+
+@register(aten.expand.default, view=True)
+def expand(x, size, implicit=False):
+    size = tuple(x.shape[i - (len(size) - x.ndim)] if s == -1 else s for i, s in enumerate(size))
+    return jnp.broadcast_to(x, size)
+
+
+@register(aten.unsqueeze.default, view=True)
+def unsqueeze(x, dim):
+    return jnp.expand_dims(x, _norm(dim, x.ndim + 1))
+
+
+@register(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, view=True)
+def squeeze(x, dim=None):
+    if dim is None:
+        return jnp.squeeze(x)
+    dims = dim if isinstance(dim, (list, tuple)) else (dim,)
+    dims = tuple(d for d in (_norm(d, max(x.ndim, 1)) for d in dims) if x.ndim and x.shape[d] == 1)
+    return jnp.squeeze(x, dims) if dims else x
+
+
+def _slice_bounds(n, start, end, step):
+    start = 0 if start is None else start
+    end = n if end is None else end
+    start = start + n if start < 0 else start
+    end = end + n if end < 0 else end
+    start, end = min(max(start, 0), n), min(max(end, 0), n)
+    return start, max(end, start), step
+
+
+@register(aten.slice.Tensor, view=True)
+def slice_(x, dim=0, start=None, end=None, step=1):
+    dim = _norm(dim, x.ndim)
+    s, e, st = _slice_bounds(x.shape[dim], start, end, step)
+    return lax.slice_in_dim(x, s, e, st, axis=dim)
+
+
+@register(aten.select.int, view=True)
+def select(x, dim, index):
+    dim = _norm(dim, x.ndim)
+    index = index + x.shape[dim] if index < 0 else index
+    return lax.index_in_dim(x, index, axis=dim, keepdims=False)
+
+
+@register(aten.diagonal.default, view=True)
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    return jnp.diagonal(x, offset, _norm(dim1, x.ndim), _norm(dim2, x.ndim))
+
+
+@register(aten.unfold.default, view=True)
+def unfold(x, dim, size, step):
+    if x.ndim == 0:
+        return x.reshape(1)
+    dim = _norm(dim, x.ndim)
+    n = (x.shape[dim] - size) // step + 1
+    idx = jnp.arange(n)[:, None] * step + jnp.arange(size)[None, :]
+    out = jnp.take(x, idx, axis=dim)  # dims: ..., n, size, ...
+    return jnp.moveaxis(out, dim + 1, -1)
+
+
+@register(aten.as_strided.default, view=True)
+def as_strided(x, size, stride, storage_offset=None):
+    # Views report contiguous strides, so as_strided indexes the flat contiguous value.
+    off = storage_offset or 0
+    idx = jnp.full(tuple(size), off, dtype=jnp.int64)
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        idx = idx + (jnp.arange(n, dtype=jnp.int64) * s).reshape(shape)
+    return x.reshape(-1)[idx]
+
+
+@register(aten.view_as_real.default, view=True)
+def view_as_real(x):
+    return jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)
+
+
+@register(aten.narrow.default, view=True)
+def narrow(x, dim, start, length):
+    dim = _norm(dim, x.ndim)
+    start = start + x.shape[dim] if start < 0 else start
+    return lax.slice_in_dim(x, start, start + length, axis=dim)

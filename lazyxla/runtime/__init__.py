@@ -1,0 +1,1 @@
+"""Compilation cache and executor: graphs in, device arrays out."""

@@ -1,0 +1,176 @@
+"""The compilation cache: an in-memory LRU of executables keyed by graph hash, the specs needed to
+rebuild an evicted executable, and the optional persistent cache on disk.
+
+The persistent cache is JAX's own (it stores XLA's serialized executables, no pickle), with every
+entry wrapped in a header carrying a SHA-256 of its payload and lazyxla's format version. An entry
+that fails the check is reported (counter `PersistentCacheCorrupt`), removed and recompiled.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import os
+import warnings
+
+from lazyxla import metrics
+
+log = logging.getLogger("lazyxla")
+
+DEFAULT_CAPACITY = 2048
+
+
+def _capacity_from_env() -> int:
+    raw = os.environ.get("LAZYXLA_COMPILATION_CACHE_SIZE")
+    if raw is None:
+        return DEFAULT_CAPACITY
+    try:
+        n = int(raw)
+        if n < 1:
+            raise ValueError
+        return n
+    except ValueError:
+        warnings.warn(f"LAZYXLA_COMPILATION_CACHE_SIZE={raw!r} is not a positive integer; "
+                      f"using {DEFAULT_CAPACITY}")
+        return DEFAULT_CAPACITY
+
+
+class CompilationCache:
+    def __init__(self, capacity: int | None = None):
+        self.capacity = capacity or _capacity_from_env()
+        self.executables: collections.OrderedDict = collections.OrderedDict()
+        # Specs are small (structure only) and kept beyond eviction, bounded generously.
+        self.specs: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, h):
+        exe = self.executables.get(h)
+        if exe is not None:
+            self.executables.move_to_end(h)
+        return exe
+
+    def put(self, h, exe, spec) -> None:
+        self.executables[h] = exe
+        self.executables.move_to_end(h)
+        self.remember(spec)
+        while len(self.executables) > self.capacity:
+            old, _ = self.executables.popitem(last=False)
+            metrics.counter_inc("CompilationCacheEviction")
+            log.debug("lazyxla: evicted compiled graph %s", old)
+
+    def remember(self, spec) -> None:
+        self.specs[spec.hash] = spec
+        self.specs.move_to_end(spec.hash)
+        while len(self.specs) > 16 * self.capacity:
+            self.specs.popitem(last=False)
+
+    def spec(self, h):
+        return self.specs.get(h)
+
+    def __len__(self):
+        return len(self.executables)
+
+    def clear(self):
+        self.executables.clear()
+
+
+# ---------------------------------------------------------------- persistent cache (on disk)
+
+_MAGIC = b"LAZYXLA-CACHE-1\n"
+_persistent_path: str | None = None
+_listeners_installed = False
+
+
+def _on_event(event: str, **kwargs) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        metrics.counter_inc("PersistentCacheHit")
+    elif event == "/jax/compilation_cache/cache_misses":
+        metrics.counter_inc("PersistentCacheMiss")
+
+
+def _wrap_value(payload: bytes) -> bytes:
+    return _MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def _unwrap_value(blob: bytes) -> bytes | None:
+    n = len(_MAGIC)
+    if len(blob) < n + 32 or blob[:n] != _MAGIC:
+        return None
+    digest, payload = blob[n:n + 32], blob[n + 32:]
+    return payload if hashlib.sha256(payload).digest() == digest else None
+
+
+def _make_verified_cache(base, readonly: bool):
+    from jax._src.compilation_cache import CacheInterface
+
+    class VerifiedCache(CacheInterface):
+        """Checks every entry's header and SHA-256 before JAX deserializes it."""
+
+        def __init__(self):
+            self._base = base
+            self._path = getattr(base, "_path", None)
+
+        def get(self, key):
+            blob = self._base.get(key)
+            if blob is None:
+                return None
+            payload = _unwrap_value(blob)
+            if payload is None:
+                metrics.counter_inc("PersistentCacheCorrupt")
+                warnings.warn(f"lazyxla: persistent cache entry {key} failed its integrity check; "
+                              "it is discarded and the program recompiled")
+                self._remove(key)
+                return None
+            return payload
+
+        def put(self, key, value):
+            if not readonly:
+                self._base.put(key, _wrap_value(value))
+
+        def _remove(self, key):
+            if readonly or self._path is None:
+                return
+            for p in self._path.glob(f"{key}*"):
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+
+        def clear(self):
+            self._base.clear()
+
+    return VerifiedCache()
+
+
+def initialize_persistent_cache(path: str, readonly: bool = False) -> None:
+    """Store compiled programs under `path` so that later processes skip XLA compiles.
+
+    This turns on JAX's persistent compilation cache for the process (it is process-wide in JAX),
+    with thresholds lowered so that lazyxla's small graphs are cached too."""
+    global _persistent_path, _listeners_installed
+    import jax
+    from jax._src import compilation_cache as cc
+
+    path = os.path.abspath(os.fspath(path))
+    if not readonly:
+        os.makedirs(path, exist_ok=True)
+    elif not os.path.isdir(path):
+        raise FileNotFoundError(f"lazyxla: read-only persistent cache {path!r} does not exist")
+    if _persistent_path == path:
+        return
+    if _persistent_path is not None:
+        cc.reset_cache()
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    cc.reset_cache()
+    base = cc.LRUCache(path, max_size=cc.config.compilation_cache_max_size.value)
+    cc._cache = _make_verified_cache(base, readonly)
+    cc._cache_initialized = True
+    if not _listeners_installed:
+        jax.monitoring.register_event_listener(_on_event)
+        _listeners_installed = True
+    _persistent_path = path
+
+
+def persistent_cache_path() -> str | None:
+    return _persistent_path
