@@ -56,6 +56,9 @@ def _local_scalar_dense(self):
 
 def _to_copy(self, *args, **kwargs):
     device = kwargs.get("device")
+    if self.device.type == "cpu":  # host -> device (BackendSelect routes it here by `device`)
+        dtype = kwargs.get("dtype")
+        return fallback.from_cpu(self.to(dtype) if dtype is not None else self)
     if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
         host = fallback.to_cpu(self)
         dtype = kwargs.get("dtype")
