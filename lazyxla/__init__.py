@@ -62,3 +62,47 @@ def _init_from_env() -> None:
 
 
 _init_from_env()
+
+
+class RecompileError(RuntimeError):
+    pass
+
+
+class assert_no_recompile:
+    """Context manager: raise RecompileError, naming the cause, if any XLA compile or dynamo
+    re-extraction happens inside the block.
+
+        with lazyxla.assert_no_recompile():
+            for batch in loader: step(batch)
+    """
+
+    def __enter__(self):
+        self._compiles = metrics.counter_value("UncachedCompile") or 0
+        self._retraces = metrics.counter_value("DynamoRetrace") or 0
+        self._events = len(metrics.events())
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            return False
+        compiles = (metrics.counter_value("UncachedCompile") or 0) - self._compiles
+        retraces = (metrics.counter_value("DynamoRetrace") or 0) - self._retraces
+        if compiles or retraces:
+            new = metrics.events()[self._events:]
+            causes = [e.get("cause") or f"compiled graph {e.get('hash')} ({e.get('ops')} ops)"
+                      for e in new if e["kind"] in ("retrace", "compile")]
+            raise RecompileError(f"{compiles} XLA compile(s) and {retraces} re-extraction(s) inside "
+                                 "assert_no_recompile():\n  " + "\n  ".join(causes or ["(no cause recorded)"]))
+        return False
+
+
+def _register_dynamo_backend() -> None:
+    """backend="lazyxla" also without the installed entry point (e.g. running from a checkout)."""
+    try:
+        from .dynamo.backend import register
+        register()
+    except Exception:  # pragma: no cover - dynamo unavailable; the device still works
+        pass
+
+
+_register_dynamo_backend()

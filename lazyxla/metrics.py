@@ -86,9 +86,22 @@ def restore(snap: dict) -> None:
     _fallback_sites.update(snap["sites"])
 
 
+_events: collections.deque = collections.deque(maxlen=4096)
+
+
+def record_event(kind: str, **info) -> None:
+    """A notable event for the run report: 'compile' (hash, ops, ms), 'retrace' (cause), ..."""
+    _events.append(dict(kind=kind, time=time.time(), **info))
+
+
+def events(kind: str | None = None) -> list[dict]:
+    return [e for e in _events if kind is None or e["kind"] == kind]
+
+
 def clear_counters() -> None:
     _counters.clear()
     _fallback_sites.clear()
+    _events.clear()
 
 
 def clear_metrics() -> None:

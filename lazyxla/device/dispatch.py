@@ -102,7 +102,11 @@ def outputs_for(node_or_spec_node, spec):
     if meta.is_tensor_spec(spec):
         return buf.wrap_node(node)
     outs = []
-    for i, (shape, dtype) in enumerate(spec):
+    for i, s in enumerate(spec):
+        if s is None:  # an undefined output (e.g. a backward op's output_mask=False)
+            outs.append(None)
+            continue
+        shape, dtype = s
         child = Node(_GETITEM, (node,), (((Slot(0), i)), ()), shape, dtype)
         outs.append(buf.wrap_node(child))
     return tuple(outs)

@@ -18,12 +18,20 @@ _libs = []
 
 
 def _is_composite_implicit(op) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    except RuntimeError:  # an overload the dispatcher does not know by this name (hacked_twin)
+        return True
 
 
 def _functional_kernel(op, low):
     def kernel(*args, **kwargs):
-        return dispatch.record(op, low, args, kwargs)
+        try:
+            return dispatch.record(op, low, args, kwargs)
+        except NotImplementedError:
+            # No static output shape (e.g. index.Tensor with a boolean mask: its meta kernel
+            # needs nonzero): run it on the CPU, as an op without a lowering would.
+            return fallback.cpu_fallback(op, args, kwargs)
     return kernel
 
 
@@ -58,6 +66,8 @@ def _mutating_kernel(op):
                                f"form {fop} returns {len(values)}")
         for t, v in zip(flat_targets, values):
             dispatch.write_resizing(t, v)
+        if not op._schema.returns:  # _foreach_add_ and friends return nothing
+            return None
         if len(targets) == 1:
             return targets[0]
         return tuple(targets)

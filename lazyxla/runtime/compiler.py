@@ -41,7 +41,7 @@ def _apply(entry, env_in):
         kwargs["_key"] = jax.random.PRNGKey(kwargs["_key"])
     out = low.fn(*args, **kwargs)
     if shape is None:  # multi-output: dtype holds ((shape, dtype), ...)
-        return tuple(_cast(o, s, d, low) for o, (s, d) in zip(out, dtype))
+        return tuple(None if sd is None else _cast(o, sd[0], sd[1], low) for o, sd in zip(out, dtype))
     return _cast(out, shape, dtype, low)
 
 

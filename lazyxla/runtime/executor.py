@@ -42,8 +42,11 @@ def executable_for(spec):
     import time
     t0 = time.perf_counter()
     exe = compile_spec(spec)
+    seconds = time.perf_counter() - t0
+    metrics.record_event("compile", hash=spec.hash, ops=spec.n_ops, inputs=spec.n_params,
+                         outputs=len(spec.outputs), ms=round(seconds * 1e3, 2))
     for fn in _compile_listeners:
-        fn(spec, time.perf_counter() - t0)
+        fn(spec, seconds)
     CACHE.put(spec.hash, exe, spec)
     return exe
 

@@ -1,0 +1,1 @@
+"""torch.compile backend "lazyxla": the dynamo bridge over the lazy runtime."""

@@ -1,0 +1,92 @@
+"""The torch.compile backend "lazyxla" (registered through the torch_dynamo_backends entry point).
+
+Inference and training both go through aot_autograd, which hands the bridge functional forward
+and backward graphs of aten ops. Options (torch.compile(..., options={...})):
+  fallback: "partition" (default) splits the graph around ops that fall back to the CPU;
+            "error" raises one error listing every unsupported node with its source line.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+
+import torch
+
+from lazyxla import metrics
+from . import partition as part
+from .bridge import Bridge
+
+log = logging.getLogger("lazyxla.dynamo")
+
+_FALLBACK_MODES = ("partition", "error")
+
+
+class UnsupportedOpsError(RuntimeError):
+    pass
+
+
+class CompiledGraph:
+    """What the backend returns for one FX graph. The first call decides, on real inputs, whether
+    the graph runs as one program or is partitioned around unsupported ops."""
+
+    def __init__(self, gm, name, fallback):
+        self.gm, self.name, self.fallback = gm, name, fallback
+        self.impl = None
+
+    def __call__(self, *args):
+        if self.impl is None:
+            self.impl = self._build(args)
+        return self.impl(*args)
+
+    def _build(self, args):
+        # torch.compile's fake-tensor constants are moved to the device by the graph itself
+        if part.all_statically_supported(self.gm):  # B6: no trial run needed
+            return Bridge(self.gm, self.name)
+        unsupported = part.find_unsupported(self.gm, args)
+        if not unsupported:
+            return Bridge(self.gm, self.name)
+        if self.fallback == "error":
+            raise UnsupportedOpsError(
+                f"lazyxla: {len(unsupported)} op(s) in {self.name} have no XLA lowering "
+                f"(options={{'fallback': 'error'}}):\n{part.describe(unsupported)}")
+        fused, n = part.partition(self.gm, unsupported, lambda sub, name: Bridge(sub, f"{self.name}.{name}"))
+        log.info("lazyxla: %s split into %d compiled partitions around %d unsupported node(s)",
+                 self.name, n, len(unsupported))
+        from .bridge import debug_enabled
+        if debug_enabled():
+            print(f"[lazyxla dynamo] {self.name}: fallback ops:\n{part.describe(unsupported)}")
+        return fused
+
+
+def _bridge_compiler(fallback, kind):
+    counter = [0]
+
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        counter[0] += 1
+        return CompiledGraph(gm, f"{kind}{counter[0]}", fallback)
+    return compile_graph
+
+
+def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
+    options = dict(options or {})
+    options.update(kwargs)
+    fallback = options.pop("fallback", "partition")
+    if fallback not in _FALLBACK_MODES:
+        raise ValueError(f"lazyxla backend: fallback must be one of {_FALLBACK_MODES}, got {fallback!r}")
+    if options:
+        raise ValueError(f"lazyxla backend: unknown options {sorted(options)}")
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+    fw = _bridge_compiler(fallback, "forward")
+    bw = _bridge_compiler(fallback, "backward")
+    boxed = lambda c: (lambda gm, ex: make_boxed_func(c(gm, ex)))  # noqa: E731
+    backend = aot_autograd(fw_compiler=boxed(fw), bw_compiler=boxed(bw),
+                           inference_compiler=boxed(_bridge_compiler(fallback, "inference")))
+    return backend(gm, example_inputs)
+
+
+def register() -> None:
+    """Make backend="lazyxla" available even without the installed entry point."""
+    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+    if "lazyxla" not in _BACKENDS:
+        register_backend(name="lazyxla")(lazyxla_backend)

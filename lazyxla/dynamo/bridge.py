@@ -1,0 +1,159 @@
+"""The bridge: extract an FX graph into one cached XLA program, then replay it by hash.
+
+Extraction (once per distinct tuple of non-tensor arguments): sync pending work, call the FX
+module on the caller's real lazyxla tensors so that it only records IR, cut the graph of its
+outputs (plus inputs it mutated), warm-up-compile it without executing, and undo the trace by
+clearing the pending IR: every buffer reverts to the device data it last held, which restores
+mutated inputs without cloning any of them. What survives is the hash, an InputMatcher and an
+OutputHandler. Every later call feeds the executable directly and never traces.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from lazyxla import metrics
+from lazyxla.device import rng
+from lazyxla.ir import buffer as buf
+from lazyxla.ir.graph import cut
+from lazyxla.ir.node import DATA, data_node
+from lazyxla.runtime import executor
+from .matcher import InputMatcher
+from .outputs import OutputHandler
+
+log = logging.getLogger("lazyxla.dynamo")
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("LAZYXLA_DYNAMO_DEBUG", "") not in ("", "0")
+
+
+class Extracted:
+    """One traced program: replay state for one key of non-tensor arguments."""
+    __slots__ = ("hash", "matcher", "outputs", "mutated", "container")
+
+    def __init__(self, h, matcher, outputs, mutated, container):
+        self.hash, self.matcher, self.outputs, self.mutated = h, matcher, outputs, mutated
+        self.container = container  # None for a single output, else tuple or list
+
+
+def _key(args):
+    return tuple(a for a in args if not isinstance(a, torch.Tensor))
+
+
+def _is_lazy(a) -> bool:
+    return isinstance(a, torch.Tensor) and a.device.type == "lazyxla"
+
+
+def extract(gm, args, name="graph") -> Extracted:
+    """Trace `gm` on `args` through the lazy runtime, compile without running, undo the trace."""
+    metrics.counter_inc("DynamoExtractCompiledGraph")
+    executor.sync_all()  # so that clearing the trace's IR afterwards cannot drop the user's work
+    for a in args:
+        if isinstance(a, torch.Tensor) and not _is_lazy(a):
+            raise RuntimeError(f"lazyxla bridge: graph input on {a.device}; move the model and its "
+                               "inputs to lazyxla.device()")
+    roots_of_args = {id(buf.state_of(a).root): j for j, a in enumerate(args) if _is_lazy(a)}
+    rng_state = rng.get_state()  # the trace's random ops must not consume the device RNG
+    try:
+        outs = gm(*args)
+        container = type(outs) if isinstance(outs, (tuple, list)) else None
+        outs = list(outs) if container else [outs]
+        handler = OutputHandler(outs, args, roots_of_args)
+        # Inputs the graph wrote to: their root buffers carry a pending value now.
+        mutated, seen = [], set()
+        for j, a in enumerate(args):
+            if _is_lazy(a):
+                root = buf.state_of(a).root
+                if root.node.op is not DATA and id(root) not in seen:
+                    seen.add(id(root))
+                    mutated.append((j, root.node))
+        roots = list(handler.roots)
+        mut_slots = []
+        for j, node in mutated:
+            if node in roots:
+                mut_slots.append((j, roots.index(node)))
+            else:
+                mut_slots.append((j, len(roots)))
+                roots.append(node)
+        if roots:
+            graph = cut(roots)
+            executor.CACHE.remember(graph.spec)
+            executor.executable_for(graph.spec)  # warm-up compile: nothing is executed
+            matcher = InputMatcher(graph, args)
+            h = graph.spec.hash
+            if debug_enabled():
+                _print_debug(gm, name, graph)
+        else:
+            h, matcher = None, None
+    finally:
+        executor.clear_pending_ir()  # undo the trace: mutated inputs revert to their data
+        rng.set_state(rng_state)
+    return Extracted(h, matcher, handler, tuple(mut_slots), container)
+
+
+def _print_debug(gm, name, graph):
+    print(f"[lazyxla dynamo] {name}: FX graph\n{gm.code}")
+    print(f"[lazyxla dynamo] {name}: {graph.spec.n_params} program inputs, "
+          f"{len(graph.spec.outputs)} outputs, hash {graph.spec.hash}")
+    print(f"[lazyxla dynamo] {name}: IR\n{graph.spec.text()}")
+
+
+class Bridge:
+    """The callable that replaces one FX graph: a dict from the non-tensor-argument tuple to the
+    extracted program. A miss re-extracts (one warm-up compile) and logs why."""
+
+    def __init__(self, gm, name="graph"):
+        self.gm, self.name = gm, name
+        self.programs: dict = {}
+        self.last_key = None
+
+    def _retrace(self, key, args, cause=None):
+        if self.programs:
+            cause = cause or _describe_change(self.last_key, key)
+            metrics.counter_inc("DynamoRetrace")
+            metrics.record_event("retrace", graph=self.name, cause=cause)
+            log.warning("lazyxla: re-extracting %s: %s", self.name, cause)
+        entry = self.programs[key] = extract(self.gm, args, self.name)
+        return entry
+
+    def __call__(self, *args, _retried=False):
+        key = _key(args)
+        entry = self.programs.get(key)
+        if entry is None:
+            entry = self._retrace(key, args)
+        self.last_key = key
+        if entry.hash is None:  # nothing to compute: outputs are inputs, constants, ints
+            return _pack(entry, entry.outputs([], args))
+        entry.matcher.sync_inputs(args)
+        exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
+        metrics.counter_inc("RunCachedGraph")
+        feed = entry.matcher(args)
+        try:
+            results = executor.execute(exe, feed)
+        except (TypeError, ValueError) as e:  # a tensor's shape/dtype differs from the trace's
+            if _retried:
+                raise
+            self._retrace(key, args, cause=f"input shapes or dtypes changed under the same "
+                                           f"non-tensor arguments {key}: {e}")
+            return self(*args, _retried=True)
+        for j, slot in entry.mutated:  # in-place updates of inputs, applied exactly once
+            a = args[j]
+            buf.state_of(a).root.write(data_node(results[slot], buf.state_of(a).root.node.dtype))
+        return _pack(entry, entry.outputs(results, args))
+
+
+def _pack(entry, outs):
+    c = entry.container
+    return outs[0] if c is None else (outs if c is list else c(outs))
+
+
+def _describe_change(old, new) -> str:
+    if old is None:
+        return f"new non-tensor arguments {new}"
+    if len(old) != len(new):
+        return f"number of non-tensor arguments changed {len(old)} -> {len(new)}"
+    diffs = [f"arg {i}: {a!r} -> {b!r}" for i, (a, b) in enumerate(zip(old, new)) if a != b]
+    return "non-tensor arguments changed: " + (", ".join(diffs) if diffs else f"{new} (seen before)")

@@ -1,0 +1,61 @@
+"""The input matcher: how to rebuild a program's parameter list on every call.
+
+Built once at extraction, by graph position: parameter i comes from call argument j (the device
+data of its root buffer), or is a constant captured by the trace (a scalar, or device data created
+inside the graph), or is an RNG seed drawn fresh on every call. Identity is used only while
+extracting, never at replay, so a tensor shared between graphs is never frozen as a constant."""
+from __future__ import annotations
+
+import numpy as np
+
+from lazyxla.device import rng
+from lazyxla.ir import buffer as buf
+from lazyxla.jaxenv import np_dtype
+from lazyxla.runtime import executor
+
+ARG, CONST, SEED = 0, 1, 2
+
+
+class InputMatcher:
+    __slots__ = ("plan", "tensor_positions")
+
+    def __init__(self, graph, args):
+        # At extraction every tensor argument holds device data (the bridge syncs them first).
+        by_node = {}
+        for j, a in enumerate(args):
+            if isinstance(a, __import__("torch").Tensor):
+                node = buf.state_of(a).root.node
+                by_node.setdefault(id(node), j)
+        plan = []
+        rngs = set(graph.spec.rng_params)
+        for i, p in enumerate(graph.params):
+            if i in rngs:
+                plan.append((SEED, np_dtype(p.dtype)))
+            elif id(p) in by_node:
+                plan.append((ARG, by_node[id(p)]))
+            else:  # captured by the trace: a Python scalar of the graph, or data made inside it
+                value = p.data if p.op is buf.DATA else np.asarray(p.data, dtype=np_dtype(p.dtype))
+                plan.append((CONST, value))
+        self.plan = plan
+        self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
+
+    def __call__(self, args) -> list:
+        feed = []
+        for kind, v in self.plan:
+            if kind == ARG:
+                node = buf.state_of(args[v]).root.node
+                feed.append(node.data)
+            elif kind == CONST:
+                feed.append(v)
+            else:
+                feed.append(np.asarray(rng.next_seed(), dtype=v))
+        return feed
+
+    def sync_inputs(self, args) -> None:
+        """Inputs that still carry pending IR are executed first (DynamoSyncInputExecuteTime)."""
+        pending = [buf.state_of(args[j]).root for j in self.tensor_positions
+                   if buf.state_of(args[j]).root.node.op is not buf.DATA]
+        if pending:
+            from lazyxla import metrics
+            with metrics.timed("DynamoSyncInputExecuteTime"):
+                executor.sync_buffers(pending)

@@ -1,0 +1,68 @@
+"""Output handlers: put back what XLA does not return, exactly as eager returns it.
+
+Each FX output is one of: computed by the program (an output slot), an input returned unchanged
+(pass-through), a duplicate of an earlier output (the same tensor object), None, an integer
+(SymInt outputs are fixed per non-tensor-argument key), or device data captured by the trace."""
+from __future__ import annotations
+
+import torch
+
+from lazyxla.ir import buffer as buf
+from lazyxla.ir.node import DATA
+
+SLOT, INPUT, DUP, NONE, INT, CONST = range(6)
+
+
+class OutputHandler:
+    __slots__ = ("recipe", "roots", "meta")
+
+    def __init__(self, outputs, args, arg_of_root):
+        """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index."""
+        recipe, roots, root_slot, seen = [], [], {}, {}
+        for pos, o in enumerate(outputs):
+            if o is None:
+                recipe.append((NONE, None))
+            elif isinstance(o, (int, float, bool, torch.SymInt)) and not isinstance(o, torch.Tensor):
+                recipe.append((INT, int(o) if isinstance(o, torch.SymInt) else o))
+            elif not isinstance(o, torch.Tensor):
+                raise TypeError(f"lazyxla bridge: unsupported graph output {type(o)}")
+            elif id(o) in seen:
+                recipe.append((DUP, seen[id(o)]))
+            else:
+                seen[id(o)] = pos
+                st = buf.state_of(o)
+                node = st.read()
+                j = next((k for k, a in enumerate(args) if a is o), None)
+                if j is not None and st.root.node.op is DATA:
+                    recipe.append((INPUT, j))
+                elif node.op is DATA:
+                    recipe.append((CONST, (node.data, o.dtype)))
+                else:
+                    if id(node) not in root_slot:
+                        root_slot[id(node)] = len(roots)
+                        roots.append(node)
+                    recipe.append((SLOT, (root_slot[id(node)], tuple(o.shape), o.dtype)))
+        self.recipe, self.roots = recipe, roots
+
+    def __call__(self, results, args):
+        out = []
+        for kind, v in self.recipe:
+            if kind == SLOT:
+                i, shape, dtype = v
+                out.append(buf.new_tensor(buf.Buffer(_data(results[i], dtype)), shape, dtype))
+            elif kind == INPUT:
+                out.append(args[v])
+            elif kind == DUP:
+                out.append(out[v])
+            elif kind == NONE:
+                out.append(None)
+            elif kind == INT:
+                out.append(v)
+            else:
+                out.append(buf.wrap_node(_data(*v)))
+        return out
+
+
+def _data(array, dtype):
+    from lazyxla.ir.node import Node
+    return Node(DATA, (), None, tuple(array.shape), dtype, data=array)

@@ -1,0 +1,138 @@
+"""Unsupported ops inside a compiled region.
+
+Statically: a graph whose every call is an op with a lazyxla kernel needs no trial run (B6).
+Otherwise the FX graph is interpreted node by node on stand-ins of the inputs; a node that moved a
+fallback counter, or whose arguments or results are not all lazyxla tensors, is unsupported. The
+unsupported set is the predicate of PyTorch's CapabilityBasedPartitioner: runs of supported nodes
+become fused submodules, each compiled by its own Bridge; unsupported nodes run through the CPU
+fallback between them. The counters are saved before the trial run and restored after it."""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from lazyxla import metrics
+from lazyxla.ir import buffer as buf
+from lazyxla.lowering.registry import LOWERINGS, VIEWS, functional_variant
+from lazyxla.runtime import executor
+
+_ALWAYS_OK = {operator.getitem}
+
+
+def statically_supported(node: torch.fx.Node) -> bool:
+    if node.op != "call_function":
+        return True
+    t = node.target
+    if t in _ALWAYS_OK:
+        return True
+    if not isinstance(t, torch._ops.OpOverload):
+        return False
+    if t in LOWERINGS or t in VIEWS:
+        return True
+    f = functional_variant(t)
+    return f is not None and f in LOWERINGS
+
+
+def all_statically_supported(gm) -> bool:
+    return all(statically_supported(n) for n in gm.graph.nodes)
+
+
+def _lazy_only(tree) -> bool:
+    ok = True
+
+    def visit(x):
+        nonlocal ok
+        if isinstance(x, torch.Tensor) and x.device.type != "lazyxla":
+            ok = False
+    torch.utils._pytree.tree_map(visit, tree)
+    return ok
+
+
+class _Collector(torch.fx.Interpreter):
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.unsupported: list[torch.fx.Node] = []
+
+    def run_node(self, n):
+        if n.op not in ("call_function", "call_method", "call_module"):
+            return super().run_node(n)
+        before = _fallback_counts()
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        result = super().run_node(n)
+        fell_back = _fallback_counts() != before
+        if fell_back or not _lazy_only((args, kwargs)) or not _lazy_only(result):
+            self.unsupported.append(n)
+        return result
+
+
+def _fallback_counts():
+    return {k: metrics.counter_value(k) for k in metrics.counter_names() if k.startswith("aten::")}
+
+
+def _stand_in(a):
+    """A tensor with the same current value that shares no state with `a` (device data is
+    immutable, so sharing the data node is a zero-copy copy)."""
+    if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
+        return buf.wrap_node(buf.state_of(a).read())
+    return a
+
+
+def find_unsupported(gm, args) -> list[torch.fx.Node]:
+    from lazyxla.device import rng
+    saved, rng_state = metrics.snapshot(), rng.get_state()
+    executor.sync_all()
+    try:
+        collector = _Collector(gm)
+        collector.run(*[_stand_in(a) for a in args])
+        return collector.unsupported
+    finally:
+        executor.clear_pending_ir()
+        metrics.restore(saved)
+        rng.set_state(rng_state)
+
+
+class _Support(OperatorSupportBase):
+    def __init__(self, unsupported):
+        self.unsupported = {n.name for n in unsupported}
+
+    def is_node_supported(self, submodules, node):
+        return node.op == "call_function" and node.name not in self.unsupported
+
+
+def describe(nodes) -> str:
+    lines = []
+    for n in nodes:
+        trace = (n.meta.get("stack_trace") or "").strip().splitlines()
+        where = trace[-2].strip() if len(trace) >= 2 else "<unknown source line>"
+        lines.append(f"  {n.name}: {n.target}  ({where})")
+    return "\n".join(lines)
+
+
+def partition(gm, unsupported, make_bridge):
+    """Fuse supported runs into submodules and replace each by a compiled Bridge."""
+    partitioner = CapabilityBasedPartitioner(gm, _Support(unsupported), allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    fused = partitioner.fuse_partitions(partitions)
+    n = 0
+    for node in fused.graph.nodes:
+        if node.op == "call_module" and "fused" in node.name:
+            sub = getattr(fused, node.name)
+            setattr(fused, node.name, _BridgeModule(make_bridge(sub, node.name)))
+            n += 1
+    fused.recompile()
+    metrics.record_event("partition", partitions=n, unsupported=[str(u.target) for u in unsupported])
+    return fused, n
+
+
+class _BridgeModule(torch.nn.Module):
+    def __init__(self, bridge):
+        super().__init__()
+        self.bridge = bridge
+
+    def forward(self, *args):
+        out = self.bridge(*args)
+        return out  # fused submodules return a tuple (or a single value) like the original

@@ -1,0 +1,50 @@
+import torch
+
+import lazyxla
+from lazyxla.testing import check_grad
+
+
+def test_backward_on_device():
+    x = torch.randn(4, 3, device=lazyxla.device(), requires_grad=True)
+    (x * x).sum().backward()
+    assert x.grad.device.type == "lazyxla"
+    torch.testing.assert_close(x.grad.cpu(), 2 * x.detach().cpu())
+
+
+def test_backward_of_op_that_saves_its_output():
+    check_grad(lambda x: torch.exp(x), torch.randn(5))
+
+
+def test_mlp_gradients_match_cpu():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    x, y = torch.randn(6, 4), torch.randn(6, 2)
+    loss = torch.nn.functional.mse_loss(m(x), y)
+    loss.backward()
+    ref = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    d = lazyxla.device()
+    m.to(d)
+    loss_d = torch.nn.functional.mse_loss(m(x.to(d)), y.to(d))
+    loss_d.backward()
+    torch.testing.assert_close(loss_d.cpu(), loss.detach())
+    for p, g in zip(m.parameters(), ref):
+        torch.testing.assert_close(p.grad.cpu(), g)
+
+
+def test_error_inside_backward_is_a_python_exception():
+    class Boom(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("boom in backward")
+    x = torch.ones(2, device=lazyxla.device(), requires_grad=True)
+    try:
+        Boom.apply(x).sum().backward()
+    except ValueError as e:
+        assert "boom" in str(e)
+    else:
+        raise AssertionError("expected the backward error")

@@ -1,0 +1,104 @@
+"""The lazyxla device behaves like a PyTorch device."""
+import pytest
+import torch
+
+import lazyxla
+from lazyxla.testing import check
+
+
+def test_device_object():
+    assert lazyxla.device() == torch.device("lazyxla", 0)
+    assert str(lazyxla.device()) == "lazyxla:0"
+    with pytest.raises(ValueError):
+        lazyxla.device(1)
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.zeros(2, 3, device=d),
+    lambda d: torch.ones(2, 3, device=d, dtype=torch.int64),
+    lambda d: torch.full((2, 2), 7.5, device=d),
+    lambda d: torch.arange(6, device=d),
+    lambda d: torch.tensor([[1, 2], [3, 4]], device=d),
+    lambda d: torch.empty(3, device=d).fill_(2),
+], ids=["zeros", "ones_int", "full", "arange", "tensor", "empty_fill"])
+def test_factories_match_cpu(make):
+    cpu = make("cpu")
+    dev = make(lazyxla.device())
+    assert dev.device.type == "lazyxla"
+    assert dev.dtype == cpu.dtype and dev.shape == cpu.shape
+    torch.testing.assert_close(dev.cpu(), cpu)
+
+
+def test_randn_shape_dtype():
+    x = torch.randn(3, 4, device=lazyxla.device())
+    assert x.shape == (3, 4) and x.dtype == torch.float32
+    assert torch.isfinite(x.cpu()).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+                                   torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+                                   torch.bool])
+def test_round_trip_every_dtype(dtype):
+    x = (torch.arange(12).reshape(3, 4) - 5).to(dtype)
+    y = x.to(lazyxla.device())
+    assert y.dtype == dtype
+    back = y.cpu()
+    assert back.dtype == dtype
+    torch.testing.assert_close(back, x)
+    torch.testing.assert_close(y.to("cpu"), x)
+
+
+def test_int64_is_not_truncated():
+    big = torch.tensor([2**40 + 3, -(2**50)], dtype=torch.int64)
+    check(lambda t: t + 1, big)
+    f64 = torch.tensor([1.0 + 2**-40], dtype=torch.float64)
+    check(lambda t: t * 1, f64)
+
+
+def test_item_tolist_print_bool():
+    x = torch.tensor([[1.5, -2.0], [3.0, 4.0]]).to(lazyxla.device())
+    assert x[0, 0].item() == 1.5
+    assert x.tolist() == [[1.5, -2.0], [3.0, 4.0]]
+    assert bool(x[1, 1] > 3)
+    assert not bool(x[0, 1] > 0)
+    text = repr(x)
+    assert "lazyxla:0" in text and "1.5000" in text
+    if x.sum() > 0:  # data-dependent Python control flow materialises
+        pass
+
+
+def test_numpy_raises_like_cuda():
+    x = torch.ones(2, device=lazyxla.device())
+    with pytest.raises(TypeError, match="lazyxla"):
+        x.numpy()
+
+
+def test_module_to_device_and_back():
+    m = torch.nn.Linear(3, 2)
+    ref = m(torch.ones(1, 3))
+    m.to(lazyxla.device())
+    assert m.weight.device.type == "lazyxla"
+    out = m(torch.ones(1, 3, device=lazyxla.device()))
+    torch.testing.assert_close(out.cpu(), ref.detach())
+    m.to("cpu")
+    torch.testing.assert_close(m(torch.ones(1, 3)), ref)
+
+
+def test_device_mismatch_raises_pytorch_error():
+    d = lazyxla.device()
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.ones(3, device=d) + torch.ones(3)
+    # CPU 0-dim tensors mix with device tensors, as PyTorch allows
+    out = torch.ones(3, device=d) * torch.tensor(2.0)
+    torch.testing.assert_close(out.cpu(), torch.full((3,), 2.0))
+
+
+def test_failed_op_corrupts_nothing():
+    d = lazyxla.device()
+    a = torch.ones(2, 3, device=d)
+    with pytest.raises(RuntimeError):
+        a + torch.ones(4, 5, device=d)
+    with pytest.raises(RuntimeError):
+        a.add_(torch.ones(2, 3, 4, device=d))  # in-place result would need a bigger shape
+    lazyxla.sync()
+    torch.testing.assert_close(a.cpu(), torch.ones(2, 3))

@@ -1,0 +1,69 @@
+"""Views alias their base: a write through any view is seen by the base and every other view."""
+import torch
+
+import lazyxla
+
+
+def both(fn):
+    """Run fn on a CPU tensor and on a lazyxla copy; compare every tensor fn returns."""
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    cpu = fn(base.clone())
+    dev = fn(base.to(lazyxla.device()))
+    for c, d in zip(cpu, dev):
+        torch.testing.assert_close(d.cpu(), c)
+
+
+def test_write_through_select_is_seen_by_base():
+    def f(x):
+        x[1].fill_(-1)
+        return (x,)
+    both(f)
+
+
+def test_write_through_transpose_and_slice():
+    def f(x):
+        t = x.t()
+        t[2:4, 1].mul_(10)
+        return x, t
+    both(f)
+
+
+def test_base_write_is_seen_by_existing_views():
+    def f(x):
+        v = x[:, 1:3]
+        w = x.view(2, 12)
+        x.add_(100)
+        return v, w
+    both(f)
+
+
+def test_view_of_view_write_reaches_every_alias():
+    def f(x):
+        a = x.view(4, 6)[1:3]
+        b = a.transpose(0, 1)
+        c = x.select(1, 2)
+        b[2].zero_()
+        return x, a, b, c
+    both(f)
+
+
+def test_view_metadata_like_torch_xla():
+    x = torch.zeros(2, 3, device=lazyxla.device())
+    t = x.t()
+    assert t._is_view() and t._base is x
+    assert t.shape == (3, 2)
+
+
+def test_copy_into_slice_and_expand_read():
+    def f(x):
+        x[0:2, 0:2] = torch.tensor([[7.0, 8.0], [9.0, 10.0]]).to(x.device)
+        e = x[0:1].expand(3, 6)
+        return x, e
+    both(f)
+
+
+def test_detach_shares_storage():
+    x = torch.zeros(3, device=lazyxla.device())
+    y = x.detach()
+    y.add_(5)
+    torch.testing.assert_close(x.cpu(), torch.full((3,), 5.0))

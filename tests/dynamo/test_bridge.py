@@ -1,0 +1,180 @@
+"""The dynamo bridge, mechanism by mechanism, as the seed describes it."""
+import logging
+
+import pytest
+import torch
+
+import lazyxla
+from lazyxla import metrics
+
+D = lazyxla.device()
+
+
+@pytest.fixture(autouse=True)
+def _reset_dynamo():
+    torch._dynamo.reset()
+    yield
+
+
+def _count(name):
+    return metrics.counter_value(name) or 0
+
+
+def _executions():
+    d = metrics.metric_data("ExecuteTime")
+    return 0 if d is None else d[0]
+
+
+def test_same_shapes_extract_once_compile_once_run_every_call(fresh_metrics):
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5))
+    xc = torch.randn(5, 8)
+    with torch.no_grad():
+        expected = m(xc)
+    m.to(D)
+    x = xc.to(D)
+    cm = torch.compile(m, backend="lazyxla")
+    with torch.no_grad():
+        lazyxla.sync()
+        metrics.clear_all()
+        for _ in range(100):
+            y = cm(x)
+    assert _count("DynamoExtractCompiledGraph") == 1
+    assert _count("UncachedCompile") == 1
+    assert _count("RunCachedGraph") == 100
+    assert _executions() == 100
+    torch.testing.assert_close(y.cpu(), expected)
+    before = _executions()
+    lazyxla.sync()  # nothing is left pending by a compiled call
+    assert _executions() == before
+    assert metrics.executed_fallback_ops() == []
+
+
+def test_dynamic_lengths_one_warm_up_compile_each_then_none(fresh_metrics):
+    def f(x):
+        return (x * 2).sum(-1) + x.mean()
+    cf = torch.compile(f, backend="lazyxla", dynamic=True)
+    lengths = list(range(3, 103))  # 100 distinct sequence lengths
+    xs = {n: torch.randn(2, n) for n in lengths}
+    for n in lengths:
+        cf(xs[n].to(D))
+    frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert _count("UncachedCompile") == 100
+    assert _count("DynamoRetrace") == 99
+    for n in lengths[:10] + lengths[-10:]:
+        torch.testing.assert_close(cf(xs[n].to(D)).cpu(), f(xs[n]))
+    with lazyxla.assert_no_recompile():
+        for n in lengths:
+            cf(xs[n].to(D))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == frames, "dynamo recompiled"
+
+
+def test_in_place_update_of_an_input_is_applied_exactly_once():
+    def f(x, y):
+        x.add_(y)
+        return x * 2
+    cf = torch.compile(f, backend="lazyxla")
+    xc, y = torch.zeros(3), torch.ones(3)
+    xd, yd = xc.to(D), y.to(D)
+    for _ in range(5):
+        ec = f(xc, y)
+        ed = cf(xd, yd)
+        lazyxla.sync()  # a stray sync must not apply the update twice
+        torch.testing.assert_close(xd.cpu(), xc)
+        torch.testing.assert_close(ed.cpu(), ec)
+
+
+def test_duplicate_pass_through_none_and_int_outputs():
+    def f(x, y):
+        z = x + y
+        return z, z, y, None, x.shape[0]
+    cf = torch.compile(f, backend="lazyxla")
+    x, y = torch.randn(3, 2).to(D), torch.randn(3, 2).to(D)
+    for _ in range(2):
+        z1, z2, yy, none, n = cf(x, y)
+        assert z1 is z2
+        assert yy is y
+        assert none is None
+        assert n == 3
+        torch.testing.assert_close(z1.cpu(), (x + y).cpu())
+
+
+@torch.library.custom_op("lazyxla_test::cpu_only", mutates_args=(), device_types="cpu")
+def cpu_only(x: torch.Tensor) -> torch.Tensor:
+    """An op XLA cannot lower: it has only a CPU kernel."""
+    return x.clone() * 3
+
+
+@cpu_only.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _with_fallback(x):
+    a = (x + 1).relu()
+    b = cpu_only(a)
+    return (b * 2).sum(0)
+
+
+def test_fallback_op_splits_the_graph_into_two_partitions(fresh_metrics):
+    cf = torch.compile(_with_fallback, backend="lazyxla")
+    x = torch.randn(4, 3)
+    out = cf(x.to(D))
+    torch.testing.assert_close(out.cpu(), _with_fallback(x))
+    parts = [e for e in metrics.events("partition")]
+    assert parts and parts[-1]["partitions"] == 2
+    assert "cpu_only" in " ".join(parts[-1]["unsupported"])
+    out2 = cf(x.to(D))
+    torch.testing.assert_close(out2.cpu(), _with_fallback(x))
+
+
+def test_fallback_error_mode_names_the_op():
+    cf = torch.compile(_with_fallback, backend="lazyxla", options={"fallback": "error"})
+    with pytest.raises(Exception, match="cpu_only"):
+        cf(torch.randn(4, 3).to(D))
+
+
+def test_unknown_option_is_rejected():
+    cf = torch.compile(lambda x: x + 1, backend="lazyxla", options={"nonsense": 1})
+    with pytest.raises(Exception, match="nonsense"):
+        cf(torch.ones(2).to(D))
+
+
+def test_dropout_differs_per_call_and_is_seeded():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True)
+    cf = torch.compile(f, backend="lazyxla")
+    x = torch.ones(64).to(D)
+    torch.manual_seed(7)
+    run1 = [cf(x).cpu() for _ in range(3)]
+    torch.manual_seed(7)
+    run2 = [cf(x).cpu() for _ in range(3)]
+    assert not torch.equal(run1[0], run1[1])
+    for a, b in zip(run1, run2):
+        torch.testing.assert_close(a, b)
+
+
+def test_retrace_logs_its_cause(caplog, fresh_metrics):
+    def f(x, n):
+        return x * n
+    cf = torch.compile(f, backend="lazyxla", dynamic=True)
+    x = torch.ones(3).to(D)
+    cf(x, 2)
+    with caplog.at_level(logging.WARNING, logger="lazyxla.dynamo"):
+        cf(x, 5)
+    assert any("2 -> 5" in r.getMessage() for r in caplog.records)
+    with pytest.raises(lazyxla.RecompileError, match="2 -> 7|5 -> 7"):
+        with lazyxla.assert_no_recompile():
+            cf(x, 7)
+
+
+def test_debug_flag_prints_graph(monkeypatch, capsys):
+    monkeypatch.setenv("LAZYXLA_DYNAMO_DEBUG", "1")
+    cf = torch.compile(lambda x: x.exp() + 1, backend="lazyxla")
+    cf(torch.ones(2).to(D))
+    out = capsys.readouterr().out
+    assert "FX graph" in out and "hash" in out and "IR" in out
+
+
+def test_backend_name_works_through_entry_point():
+    from torch._dynamo.backends.registry import lookup_backend
+    assert lookup_backend("lazyxla") is not None

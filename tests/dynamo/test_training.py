@@ -1,0 +1,74 @@
+"""Training under torch.compile(backend="lazyxla") matches eager and stops compiling."""
+import copy
+
+import pytest
+import torch
+
+import lazyxla
+from lazyxla import metrics
+
+D = lazyxla.device()
+
+
+class TinyTransformer(torch.nn.Module):
+    def __init__(self, vocab=32, d=32, heads=4, layers=2, seq=8):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Parameter(torch.randn(seq, d) * 0.02)
+        layer = torch.nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0,
+                                                 batch_first=True, norm_first=True)
+        self.enc = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        return self.head(self.enc(self.emb(idx) + self.pos))
+
+
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+
+
+def _data(kind, g):
+    if kind == "mlp":
+        return torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+    idx = torch.randint(0, 32, (4, 8), generator=g)
+    return idx, torch.randint(0, 32, (4, 8), generator=g)
+
+
+def _loss(kind, out, y):
+    if kind == "mlp":
+        return torch.nn.functional.mse_loss(out, y)
+    return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+
+def _train(kind, model, device, compiled, steps=20):
+    step_model = torch.compile(model, backend="lazyxla") if compiled else model
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(3)
+    losses, compiles = [], []
+    for _ in range(steps):
+        x, y = _data(kind, g)
+        x, y = x.to(device), y.to(device)
+        opt.zero_grad()
+        loss = _loss(kind, step_model(x), y)
+        loss.backward()
+        opt.step()
+        if device != "cpu":
+            lazyxla.sync()
+        losses.append(loss.item())
+        compiles.append(metrics.counter_value("UncachedCompile") or 0)
+    return losses, compiles
+
+
+@pytest.mark.parametrize("kind", ["mlp", "transformer"])
+def test_compiled_training_matches_eager(kind):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    ref_model = _mlp() if kind == "mlp" else TinyTransformer()
+    model = copy.deepcopy(ref_model).to(D)
+    ref, _ = _train(kind, ref_model, "cpu", compiled=False)
+    got, compiles = _train(kind, model, D, compiled=True)
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(ref), rtol=1e-4, atol=1e-5)
+    assert compiles[-1] == compiles[2], f"compiles kept growing after step 2: {compiles}"
+    for p, q in zip(model.parameters(), ref_model.parameters()):
+        torch.testing.assert_close(p.cpu(), q.detach(), rtol=1e-3, atol=1e-4)

@@ -1,0 +1,91 @@
+"""Compilation cache: LRU eviction recompiles; the persistent cache survives processes."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import lazyxla
+from lazyxla import metrics
+from lazyxla.runtime import executor
+
+
+def test_eviction_recompiles_never_errors(fresh_metrics):
+    old = executor.CACHE.capacity
+    d = lazyxla.device()
+    x = torch.ones(3, device=d)
+    lazyxla.sync()
+    lazyxla.set_cache_capacity(4)
+    executor.CACHE.clear()
+    metrics.clear_counters()
+    try:
+        hashes = []
+        for k in range(6):  # 6 distinct programs through a cache of 4
+            y = x
+            for _ in range(k + 1):
+                y = y * 2
+            hashes.append(lazyxla.graph_hash([y]))
+            ins = lazyxla.graph_inputs([y])
+            lazyxla.warm_up_cache([y])
+            lazyxla.clear_pending_ir()
+        assert len(executor.CACHE) == 4
+        assert metrics.counter_value("CompilationCacheEviction") == 2
+        (out,) = lazyxla.run_cached_graph(hashes[0], ins)  # evicted: rebuilt from its graph
+        assert out.cpu().tolist() == [2.0] * 3
+        assert metrics.counter_value("RecompileAfterEviction") == 1
+    finally:
+        lazyxla.set_cache_capacity(old)
+
+
+def test_capacity_from_env(monkeypatch):
+    from lazyxla.runtime.cache import CompilationCache
+    monkeypatch.setenv("LAZYXLA_COMPILATION_CACHE_SIZE", "7")
+    assert CompilationCache().capacity == 7
+    monkeypatch.setenv("LAZYXLA_COMPILATION_CACHE_SIZE", "lots")
+    with pytest.warns(UserWarning):
+        assert CompilationCache().capacity == 2048
+
+
+_PROGRAM = textwrap.dedent("""
+    import sys, torch, lazyxla
+    lazyxla.initialize_cache(sys.argv[1])
+    d = lazyxla.device()
+    x = torch.arange(8.0, device=d)
+    y = (x * 3 + 1).cpu()
+    assert y.tolist() == [3 * i + 1.0 for i in range(8)], y
+    m = lazyxla.metrics
+    print("HIT", m.counter_value("PersistentCacheHit") or 0, "MISS", m.counter_value("PersistentCacheMiss") or 0,
+          "CORRUPT", m.counter_value("PersistentCacheCorrupt") or 0)
+""")
+
+
+def _run(path):
+    out = subprocess.run([sys.executable, "-c", _PROGRAM, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("HIT")][-1].split()
+    return {line[i]: int(line[i + 1]) for i in range(0, len(line), 2)}, out.stderr
+
+
+def test_persistent_cache_across_processes(tmp_path):
+    first, _ = _run(tmp_path)
+    assert first["MISS"] >= 1 and first["HIT"] == 0
+    second, _ = _run(tmp_path)
+    assert second["HIT"] >= 1 and second["MISS"] == 0, "the second process must not compile"
+
+
+def test_corrupt_persistent_entry_is_recompiled(tmp_path):
+    _run(tmp_path)
+    entries = [p for p in tmp_path.iterdir() if p.is_file() and not p.name.startswith(".")]
+    assert entries
+    for p in entries:
+        data = bytearray(p.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        p.write_bytes(bytes(data))
+    third, err = _run(tmp_path)
+    assert third["CORRUPT"] >= 1 and third["HIT"] == 0
+    assert "integrity" in err
+    fourth, _ = _run(tmp_path)  # the bad entry was replaced by a good one
+    assert fourth["HIT"] >= 1 and fourth["CORRUPT"] == 0

@@ -1,0 +1,49 @@
+"""Graph keys: canonical, strong, and sensitive to everything that changes the program."""
+import torch
+
+import lazyxla
+
+
+def _hash(fn):
+    d = lazyxla.device()
+    a = torch.ones(2, 3, device=d)
+    b = torch.full((2, 3), 2.0, device=d)
+    lazyxla.sync()
+    out = fn(a, b)
+    h = lazyxla.graph_hash([out])
+    lazyxla.clear_pending_ir()
+    return h
+
+
+def test_same_structure_same_hash():
+    assert _hash(lambda a, b: a * b + a) == _hash(lambda a, b: a * b + a)
+
+
+def test_operand_order_changes_the_hash():
+    assert _hash(lambda a, b: a - b) != _hash(lambda a, b: b - a)
+
+
+def test_ops_and_attributes_change_the_hash():
+    assert _hash(lambda a, b: a + b) != _hash(lambda a, b: a * b)
+    assert _hash(lambda a, b: a.sum(0)) != _hash(lambda a, b: a.sum(1))
+
+
+def test_shapes_and_dtypes_change_the_hash():
+    d = lazyxla.device()
+    hs = set()
+    for shape, dtype in [((2, 3), torch.float32), ((3, 2), torch.float32), ((2, 3), torch.float64)]:
+        x = torch.ones(shape, dtype=dtype, device=d)
+        lazyxla.sync()
+        hs.add(lazyxla.graph_hash([x + 1]))
+        lazyxla.clear_pending_ir()
+    assert len(hs) == 3
+
+
+def test_hash_is_128_bit_hex():
+    h = _hash(lambda a, b: a + b)
+    assert len(h) == 32 and int(h, 16) >= 0
+
+
+def test_runtime_scalar_value_does_not_change_the_hash():
+    assert _hash(lambda a, b: a * 0.1) == _hash(lambda a, b: a * 0.2)
+    assert _hash(lambda a, b: a * 2) != _hash(lambda a, b: a * 2.0)  # int vs float promotes differently

@@ -1,0 +1,50 @@
+"""Python scalars are runtime parameters; random ops draw from a device RNG whose seed is one."""
+import torch
+
+import lazyxla
+from lazyxla import metrics
+
+
+def test_changing_scalar_compiles_nothing_new(fresh_metrics):
+    d = lazyxla.device()
+    w = torch.ones(4, device=d)
+    lazyxla.sync()
+    compiles = None
+    for step in range(50):
+        lr = 0.1 / (step + 1)  # a schedule: a new float every step
+        w.mul_(1 - lr).add_(lr * 0.5)
+        lazyxla.sync()
+        if step == 1:
+            compiles = metrics.counter_value("UncachedCompile")
+    assert metrics.counter_value("UncachedCompile") == compiles
+    ref = torch.ones(4)
+    for step in range(50):
+        lr = 0.1 / (step + 1)
+        ref.mul_(1 - lr).add_(lr * 0.5)
+    torch.testing.assert_close(w.cpu(), ref)
+
+
+def test_manual_seed_reproducible_and_fresh_per_step():
+    d = lazyxla.device()
+    torch.manual_seed(123)
+    a1, a2 = torch.randn(16, device=d).cpu(), torch.randn(16, device=d).cpu()
+    torch.manual_seed(123)
+    b1, b2 = torch.randn(16, device=d).cpu(), torch.randn(16, device=d).cpu()
+    torch.testing.assert_close(a1, b1)
+    torch.testing.assert_close(a2, b2)
+    assert not torch.equal(a1, a2)
+
+
+def test_dropout_mask_changes_without_recompiling(fresh_metrics):
+    d = lazyxla.device()
+    x = torch.ones(64, device=d)
+    lazyxla.sync()
+    masks = []
+    for _ in range(4):
+        y = torch.nn.functional.dropout(x, p=0.5, training=True)
+        lazyxla.sync()
+        masks.append(y.cpu())
+    assert metrics.counter_value("UncachedCompile") == 1
+    assert len({tuple(m.tolist()) for m in masks}) == 4
+    for m in masks:  # kept elements are scaled by 1/(1-p)
+        assert set(m.unique().tolist()) <= {0.0, 2.0}
