@@ -1,0 +1,616 @@
+"""Neural-network ops: convolution, pooling, normalization, embedding, upsampling.
+
+Backward ops are the VJP of the forward lowering (jax.vjp), so they match the forward exactly;
+ops whose PyTorch schema mutates arguments it does not declare (native_batch_norm updates the
+running statistics) get a direct kernel here that records functional ops and copies the results."""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax import lax
+
+from .registry import aten, register
+
+HIGHEST = lax.Precision.HIGHEST
+
+
+def _tup(v, n):
+    if isinstance(v, (list, tuple)):
+        v = tuple(v)
+        return v * n if len(v) == 1 else v
+    return (v,) * n
+
+
+def _vjp(fwd, primals, cotangent, mask):
+    """Gradients of fwd w.r.t. primals (None entries stay None) for the positions in mask."""
+    idx = [i for i, p in enumerate(primals) if p is not None]
+    def f(*xs):
+        full = list(primals)
+        for i, x in zip(idx, xs):
+            full[i] = x
+        return fwd(*full)
+    _, pull = jax.vjp(f, *[primals[i] for i in idx])
+    gs = pull(cotangent.astype(jnp.result_type(*[primals[i] for i in idx])) if cotangent is not None else None)
+    out = [None] * len(primals)
+    for i, g in zip(idx, gs):
+        out[i] = g
+    return [o if m else None for o, m in zip(out, mask)]
+
+
+# ---------------------------------------------------------------- convolution
+
+def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
+    nd = x.ndim - 2
+    stride, padding, dilation = _tup(stride, nd), _tup(padding, nd), _tup(dilation, nd)
+    if not transposed:
+        return lax.conv_general_dilated(
+            x, w.astype(x.dtype) if w.dtype != x.dtype else w, window_strides=stride,
+            padding=[(p, p) for p in padding], rhs_dilation=dilation,
+            feature_group_count=groups, precision=HIGHEST)
+    output_padding = _tup(output_padding, nd)
+    cin, coutg = w.shape[0], w.shape[1]
+    k = w.shape[2:]
+    # (Cin, Cout/g, k) -> (Cout, Cin/g, k), spatially flipped.
+    wt = w.reshape((groups, cin // groups, coutg) + k)
+    wt = jnp.swapaxes(wt, 1, 2).reshape((groups * coutg, cin // groups) + k)
+    wt = jnp.flip(wt, axis=tuple(range(2, 2 + nd)))
+    pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op)
+            for kk, p, d, op in zip(k, padding, dilation, output_padding)]
+    return lax.conv_general_dilated(
+        x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride, rhs_dilation=dilation,
+        feature_group_count=groups, precision=HIGHEST)
+
+
+def _bias_shape(b, nd):
+    return b.reshape((1, -1) + (1,) * nd)
+
+
+@register(aten.convolution.default)
+def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    out = _conv(x, w, stride, padding, dilation, transposed, output_padding, groups)
+    if bias is not None:
+        out = out + _bias_shape(bias, x.ndim - 2).astype(out.dtype)
+    return out
+
+
+@register(aten.convolution_backward.default)
+def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                         groups, output_mask):
+    gi, gw = _vjp(lambda a, b: _conv(a, b, stride, padding, dilation, transposed, output_padding, groups),
+                  [x, w], g, output_mask[:2])
+    gb = None
+    if output_mask[2]:
+        gb = jnp.sum(g, axis=(0,) + tuple(range(2, g.ndim)))
+    return gi, gw, gb
+
+
+# ---------------------------------------------------------------- pooling
+
+def _pool_out(n, k, s, p, d, ceil):
+    span = n + 2 * p - d * (k - 1) - 1
+    o = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (o - 1) * s >= n + p:
+        o -= 1
+    return max(o, 0)
+
+
+def _windows(x, kernel, stride, padding, dilation, ceil, fill):
+    """Gather pooling windows over the last len(kernel) dims.
+    -> (windows (..., O1..On, K1*..*Kn), flat input index of each window element, valid mask)."""
+    nd = len(kernel)
+    sp = x.shape[-nd:]
+    outs = [_pool_out(n, k, s, p, d, ceil) for n, k, s, p, d in zip(sp, kernel, stride, padding, dilation)]
+    # per dim: (O, K) positions
+    pos = [np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d
+           for o, k, s, p, d in zip(outs, kernel, stride, padding, dilation)]
+    # broadcast to (O1..On, K1..Kn)
+    full_pos, valid = [], np.ones(tuple(outs) + tuple(kernel), bool)
+    for i, ps in enumerate(pos):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = ps.shape
+        b = np.broadcast_to(ps.reshape(shape), tuple(outs) + tuple(kernel))
+        valid &= (b >= 0) & (b < sp[i])
+        full_pos.append(np.clip(b, 0, sp[i] - 1))
+    flat = np.zeros(tuple(outs) + tuple(kernel), np.int64)
+    for i, b in enumerate(full_pos):
+        flat = flat * sp[i] + b
+    kk = int(np.prod(kernel))
+    flat = flat.reshape(tuple(outs) + (kk,))
+    valid = valid.reshape(tuple(outs) + (kk,))
+    xf = x.reshape(x.shape[:-nd] + (-1,))
+    win = jnp.take(xf, jnp.asarray(flat.reshape(-1)), axis=-1).reshape(x.shape[:-nd] + tuple(outs) + (kk,))
+    if fill is not None:
+        win = jnp.where(jnp.asarray(valid), win, jnp.asarray(fill, win.dtype))
+    return win, flat, valid, outs
+
+
+def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, nd):
+    kernel = _tup(kernel_size, nd)
+    stride = _tup(stride, nd) if stride else kernel
+    padding, dilation = _tup(padding, nd), _tup(dilation, nd)
+    neg = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    win, flat, _, outs = _windows(x, kernel, stride, padding, dilation, ceil_mode, neg)
+    am = jnp.argmax(win, axis=-1)
+    val = jnp.take_along_axis(win, am[..., None], axis=-1)[..., 0]
+    flat_j = jnp.broadcast_to(jnp.asarray(flat), win.shape)
+    idx = jnp.take_along_axis(flat_j, am[..., None], axis=-1)[..., 0]
+    return val, idx.astype(jnp.int64)
+
+
+@register(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, 2)
+
+
+@register(aten.max_pool3d_with_indices.default)
+def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, 3)
+
+
+def _scatter_back(g, x, indices, nd):
+    """grad_input of a max-type pooling: scatter-add g at the flat spatial indices."""
+    lead = x.shape[:-nd]
+    b = int(np.prod(lead)) if lead else 1
+    gf = g.reshape(b, -1)
+    idx = indices.reshape(b, -1)
+    out = jnp.zeros((b, int(np.prod(x.shape[-nd:]))), g.dtype)
+    out = out.at[jnp.arange(b)[:, None], idx].add(gf)
+    return out.reshape(x.shape)
+
+
+@register(aten.max_pool2d_with_indices_backward.default)
+def max_pool2d_with_indices_backward(g, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    return _scatter_back(g, x, indices, 2)
+
+
+@register(aten.max_pool3d_with_indices_backward.default)
+def max_pool3d_with_indices_backward(g, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    return _scatter_back(g, x, indices, 3)
+
+
+def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd):
+    kernel = _tup(kernel_size, nd)
+    stride = _tup(stride, nd) if stride else kernel
+    padding = _tup(padding, nd)
+    win, _, valid, outs = _windows(x, kernel, stride, padding, (1,) * nd, ceil_mode, 0)
+    total = jnp.sum(win, axis=-1)
+    if divisor_override:
+        div = np.full(tuple(outs), float(divisor_override))
+    elif count_include_pad:
+        # window clipped to the padded input, as PyTorch counts it
+        sp = x.shape[-nd:]
+        div = np.ones(tuple(outs))
+        for i in range(nd):
+            o = np.arange(outs[i])
+            start = o * stride[i] - padding[i]
+            end = np.minimum(start + kernel[i], sp[i] + padding[i])
+            shape = [1] * nd
+            shape[i] = outs[i]
+            div = div * (end - start).reshape(shape)
+    else:
+        div = valid.sum(-1).astype(np.float64)
+    return total / jnp.asarray(div, total.dtype)
+
+
+@register(aten.avg_pool2d.default)
+def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
+
+
+@register(aten.avg_pool3d.default)
+def avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
+
+
+@register(aten.avg_pool2d_backward.default)
+def avg_pool2d_backward(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    return _vjp(lambda a: _avg_pool(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                    divisor_override, 2), [x], g, [True])[0]
+
+
+@register(aten.avg_pool3d_backward.default)
+def avg_pool3d_backward(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    return _vjp(lambda a: _avg_pool(a, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                    divisor_override, 3), [x], g, [True])[0]
+
+
+def _adaptive_bounds(n, o):
+    i = np.arange(o)
+    return (i * n) // o, -((-(i + 1) * n) // o)
+
+
+def _adaptive_matrix(n, o):
+    s, e = _adaptive_bounds(n, o)
+    m = np.zeros((o, n))
+    for i in range(o):
+        m[i, s[i]:e[i]] = 1.0 / (e[i] - s[i])
+    return m
+
+
+def _adaptive_avg(x, output_size, nd):
+    out = x
+    for i, o in enumerate(_tup(output_size, nd)):
+        ax = x.ndim - nd + i
+        m = jnp.asarray(_adaptive_matrix(x.shape[ax], o), x.dtype)
+        out = jnp.moveaxis(jnp.tensordot(jnp.moveaxis(out, ax, -1), m.T, axes=1, precision=HIGHEST), -1, ax)
+    return out
+
+
+@register(aten._adaptive_avg_pool2d.default)
+def adaptive_avg_pool2d(x, output_size):
+    return _adaptive_avg(x, output_size, 2)
+
+
+@register(aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool3d(x, output_size):
+    return _adaptive_avg(x, output_size, 3)
+
+
+@register(aten._adaptive_avg_pool2d_backward.default)
+def adaptive_avg_pool2d_backward(g, x):
+    return _vjp(lambda a: _adaptive_avg(a, g.shape[-2:], 2), [x], g, [True])[0]
+
+
+@register(aten._adaptive_avg_pool3d_backward.default)
+def adaptive_avg_pool3d_backward(g, x):
+    return _vjp(lambda a: _adaptive_avg(a, g.shape[-3:], 3), [x], g, [True])[0]
+
+
+def _adaptive_max(x, output_size, nd):
+    sp = x.shape[-nd:]
+    outs = _tup(output_size, nd)
+    bounds = [_adaptive_bounds(n, o) for n, o in zip(sp, outs)]
+    kmax = [int(np.max(e - s)) for s, e in bounds]
+    full_pos, valid = [], np.ones(tuple(outs) + tuple(kmax), bool)
+    for i, (s, e) in enumerate(bounds):
+        ps = s[:, None] + np.arange(kmax[i])[None, :]
+        ok = ps < e[:, None]
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = ps.shape
+        full_pos.append(np.broadcast_to(np.minimum(ps, sp[i] - 1).reshape(shape), tuple(outs) + tuple(kmax)))
+        valid &= np.broadcast_to(ok.reshape(shape), valid.shape)
+    flat = np.zeros(valid.shape, np.int64)
+    for i, b in enumerate(full_pos):
+        flat = flat * sp[i] + b
+    kk = int(np.prod(kmax))
+    flat, valid = flat.reshape(tuple(outs) + (kk,)), valid.reshape(tuple(outs) + (kk,))
+    xf = x.reshape(x.shape[:-nd] + (-1,))
+    win = jnp.take(xf, jnp.asarray(flat.reshape(-1)), axis=-1).reshape(x.shape[:-nd] + tuple(outs) + (kk,))
+    neg = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    win = jnp.where(jnp.asarray(valid), win, jnp.asarray(neg, win.dtype))
+    am = jnp.argmax(win, axis=-1)
+    val = jnp.take_along_axis(win, am[..., None], axis=-1)[..., 0]
+    idx = jnp.take_along_axis(jnp.broadcast_to(jnp.asarray(flat), win.shape), am[..., None], axis=-1)[..., 0]
+    return val, idx.astype(jnp.int64)
+
+
+@register(aten.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(x, output_size):
+    return _adaptive_max(x, output_size, 2)
+
+
+@register(aten.adaptive_max_pool3d.default)
+def adaptive_max_pool3d(x, output_size):
+    return _adaptive_max(x, output_size, 3)
+
+
+@register(aten.adaptive_max_pool2d_backward.default)
+def adaptive_max_pool2d_backward(g, x, indices):
+    return _scatter_back(g, x, indices, 2)
+
+
+@register(aten.adaptive_max_pool3d_backward.default)
+def adaptive_max_pool3d_backward(g, x, indices):
+    return _scatter_back(g, x, indices, 3)
+
+
+# ---------------------------------------------------------------- normalization
+
+def _acc(x):
+    """Statistics are accumulated in float32 at least (PyTorch's opmath type)."""
+    return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
+
+
+def _bn_train(x, w, b, eps):
+    xa = _acc(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = jnp.mean(xa, axis=axes)
+    var = jnp.mean(jnp.square(xa - _bshape(mean, x.ndim)), axis=axes)
+    invstd = lax.rsqrt(var + eps)
+    out = _bn_apply(xa, w, b, mean, invstd)
+    return out, mean, invstd, var
+
+
+def _bshape(v, ndim):
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _bn_apply(x, w, b, mean, invstd):
+    out = (x - _bshape(mean, x.ndim)) * _bshape(invstd, x.ndim)
+    if w is not None:
+        out = out * _bshape(w, x.ndim)
+    if b is not None:
+        out = out + _bshape(b, x.ndim)
+    return out
+
+
+def _bn_eval(x, w, b, rm, rv, eps):
+    invstd = lax.rsqrt(_acc(rv) + eps)
+    return _bn_apply(_acc(x), w, b, _acc(rm), invstd)
+
+
+def _empty_stats(_meta):
+    return [jnp.zeros(shape, jnp.float32) for shape, _ in _meta[1:3]]
+
+
+@register(aten._native_batch_norm_legit_functional.default, meta=True)
+def native_batch_norm_functional(x, w, b, rm, rv, training, momentum, eps, _meta):
+    if not training:
+        out = _bn_eval(x, w, b, rm, rv, eps)
+        return (out, *_empty_stats(_meta), rm, rv)
+    out, mean, invstd, var = _bn_train(x, w, b, eps)
+    n = x.size // x.shape[1]
+    unbiased = var * (n / max(n - 1, 1))
+    new_rm = (1 - momentum) * rm + momentum * mean
+    new_rv = (1 - momentum) * rv + momentum * unbiased
+    return out, mean, invstd, new_rm, new_rv
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def native_batch_norm_no_stats(x, w, b, training, momentum, eps):
+    out, mean, invstd, _ = _bn_train(x, w, b, eps)
+    return out, mean, invstd
+
+
+@register(aten._native_batch_norm_legit_no_training.default, meta=True)
+def native_batch_norm_no_training(x, w, b, rm, rv, momentum, eps, _meta):
+    return (_bn_eval(x, w, b, rm, rv, eps), *_empty_stats(_meta))
+
+
+@register(aten.native_batch_norm_backward.default)
+def native_batch_norm_backward(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
+    if w is None:
+        w_ = jnp.ones((x.shape[1],), x.dtype)
+    else:
+        w_ = w
+    if train:
+        fwd = lambda a, ww: _bn_train(a, ww, None, eps)[0]  # noqa: E731
+    else:
+        fwd = lambda a, ww: _bn_eval(a, ww, None, rm, rv, eps)  # noqa: E731
+    gi, gw = _vjp(fwd, [x, w_], g, [output_mask[0], output_mask[1] and w is not None])
+    gb = jnp.sum(_acc(g), axis=(0,) + tuple(range(2, g.ndim))) if output_mask[2] else None
+    if output_mask[1] and gw is None:
+        gw = jnp.zeros((x.shape[1],), x.dtype)
+    return gi, gw, gb
+
+
+def _batch_norm_kernel(x, w, b, rm, rv, training, momentum, eps):
+    """native_batch_norm updates running_mean/var in place without declaring it in its schema."""
+    if training and rm is not None and rv is not None:
+        out, mean, invstd, nrm, nrv = aten._native_batch_norm_legit_functional(
+            x, w, b, rm, rv, training, momentum, eps)
+        with torch.no_grad():
+            rm.copy_(nrm)
+            rv.copy_(nrv)
+        return out, mean, invstd
+    if training:
+        return aten._native_batch_norm_legit.no_stats(x, w, b, training, momentum, eps)
+    return aten._native_batch_norm_legit_no_training(x, w, b, rm, rv, momentum, eps)
+
+
+def _batch_norm_legit_kernel(x, w, b, rm, rv, training, momentum, eps):
+    return _batch_norm_kernel(x, w, b, rm, rv, training, momentum, eps)
+
+
+_LIB = torch.library.Library("aten", "IMPL")
+_LIB.impl("native_batch_norm", _batch_norm_kernel, "PrivateUse1")
+_LIB.impl("_native_batch_norm_legit", _batch_norm_legit_kernel, "PrivateUse1")
+
+
+def _ln(x, shape, w, b, eps):
+    nd = len(shape)
+    axes = tuple(range(x.ndim - nd, x.ndim))
+    xa = _acc(x)
+    mean = jnp.mean(xa, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(xa - mean), axis=axes, keepdims=True)
+    rstd = lax.rsqrt(var + eps)
+    out = (xa - mean) * rstd
+    if w is not None:
+        out = out * w
+    if b is not None:
+        out = out + b
+    return out, mean, rstd
+
+
+@register(aten.native_layer_norm.default)
+def native_layer_norm(x, normalized_shape, w, b, eps):
+    out, mean, rstd = _ln(x, normalized_shape, w, b, eps)
+    return out.astype(x.dtype), mean, rstd
+
+
+def _norm_input_grad(g, xhat, rstd, w_b, axes):
+    """d/dx of xhat*w with xhat normalized over `axes` (w_b broadcast to x, or None)."""
+    gx = g * w_b if w_b is not None else g
+    n = 1
+    for a in axes:
+        n *= xhat.shape[a]
+    s1 = jnp.sum(gx, axis=axes, keepdims=True)
+    s2 = jnp.sum(gx * xhat, axis=axes, keepdims=True)
+    return rstd * (gx - s1 / n - xhat * (s2 / n))
+
+
+@register(aten.native_layer_norm_backward.default)
+def native_layer_norm_backward(g, x, normalized_shape, mean, rstd, w, b, output_mask):
+    nd = len(normalized_shape)
+    axes = tuple(range(x.ndim - nd, x.ndim))
+    lead = tuple(range(x.ndim - nd))
+    ga = _acc(g)
+    xhat = (_acc(x) - mean) * rstd
+    gi = _norm_input_grad(ga, xhat, rstd, w, axes) if output_mask[0] else None
+    gw = jnp.sum(ga * xhat, axis=lead) if output_mask[1] and w is not None else None
+    gb = jnp.sum(ga, axis=lead) if output_mask[2] and b is not None else None
+    return gi, gw, gb
+
+
+def _gn(x, w, b, n, c, hxw, group, eps):
+    xa = _acc(x).reshape(n, group, -1)
+    mean = jnp.mean(xa, axis=-1)
+    var = jnp.mean(jnp.square(xa - mean[..., None]), axis=-1)
+    rstd = lax.rsqrt(var + eps)
+    out = ((xa - mean[..., None]) * rstd[..., None]).reshape(x.shape)
+    if w is not None:
+        out = out * _bshape(w, x.ndim)
+    if b is not None:
+        out = out + _bshape(b, x.ndim)
+    return out, mean, rstd
+
+
+@register(aten.native_group_norm.default)
+def native_group_norm(x, w, b, n, c, hxw, group, eps):
+    return _gn(x, w, b, n, c, hxw, group, eps)
+
+
+@register(aten.native_group_norm_backward.default)
+def native_group_norm_backward(g, x, mean, rstd, w, n, c, hxw, group, output_mask):
+    shp = (n, group, c // group, hxw)
+    ga = _acc(g).reshape(shp)
+    xhat = (_acc(x).reshape(shp) - mean[:, :, None, None]) * rstd[:, :, None, None]
+    w_b = w.reshape(1, group, c // group, 1) if w is not None else None
+    gi = None
+    if output_mask[0]:
+        gi = _norm_input_grad(ga, xhat, rstd[:, :, None, None], w_b, (2, 3)).reshape(x.shape)
+    gw = jnp.sum(ga * xhat, axis=(0, 3)).reshape(c) if output_mask[1] else None
+    gb = jnp.sum(ga, axis=(0, 3)).reshape(c) if output_mask[2] else None
+    return gi, gw, gb
+
+
+# ---------------------------------------------------------------- embedding
+
+@register(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return jnp.take(weight, indices, axis=0, mode="clip")
+
+
+@register(aten.embedding_dense_backward.default)
+def embedding_dense_backward(g, indices, num_weights, padding_idx, scale_grad_by_freq):
+    idx = indices.reshape(-1)
+    gf = g.reshape(idx.shape[0], -1)
+    if padding_idx >= 0:
+        gf = jnp.where((idx == padding_idx)[:, None], jnp.zeros((), gf.dtype), gf)
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), gf.dtype).at[idx].add(1)
+        gf = gf / counts[idx][:, None]
+    return jnp.zeros((num_weights, gf.shape[1]), gf.dtype).at[idx].add(gf)
+
+
+# ---------------------------------------------------------------- upsampling
+
+def _src_scale(n_in, n_out, align_corners, scale):
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    if scale is not None and scale > 0:
+        return 1.0 / scale
+    return n_in / n_out
+
+
+def _nearest_index(n_in, n_out, scale, exact=False):
+    s = _src_scale(n_in, n_out, False, scale)
+    o = np.arange(n_out, dtype=np.float64)
+    if exact:
+        src = np.floor((o + 0.5) * np.float32(s))
+    else:
+        src = np.floor(o * np.float32(s))
+    return np.minimum(src.astype(np.int64), n_in - 1)
+
+
+def _upsample_nearest(x, output_size, scales, exact=False):
+    nd = len(output_size)
+    out = x
+    for i, o in enumerate(output_size):
+        ax = x.ndim - nd + i
+        out = jnp.take(out, jnp.asarray(_nearest_index(x.shape[ax], o, scales[i], exact)), axis=ax)
+    return out
+
+
+def _scales(nd, *s):
+    s = list(s) + [None] * nd
+    return s[:nd]
+
+
+@register(aten.upsample_nearest2d.default)
+def upsample_nearest2d(x, output_size, scales_h=None, scales_w=None):
+    return _upsample_nearest(x, output_size, [scales_h, scales_w])
+
+
+@register(aten._upsample_nearest_exact2d.default)
+def upsample_nearest_exact2d(x, output_size, scales_h=None, scales_w=None):
+    return _upsample_nearest(x, output_size, [scales_h, scales_w], exact=True)
+
+
+@register(aten.upsample_nearest1d.default)
+def upsample_nearest1d(x, output_size, scales=None):
+    return _upsample_nearest(x, output_size, [scales])
+
+
+@register(aten.upsample_nearest2d_backward.default)
+def upsample_nearest2d_backward(g, output_size, input_size, scales_h=None, scales_w=None):
+    x = jnp.zeros(tuple(input_size), g.dtype)
+    return _vjp(lambda a: _upsample_nearest(a, output_size, [scales_h, scales_w]), [x], g, [True])[0]
+
+
+@register(aten._upsample_nearest_exact2d_backward.default)
+def upsample_nearest_exact2d_backward(g, output_size, input_size, scales_h=None, scales_w=None):
+    x = jnp.zeros(tuple(input_size), g.dtype)
+    return _vjp(lambda a: _upsample_nearest(a, output_size, [scales_h, scales_w], True), [x], g, [True])[0]
+
+
+def _linear_matrix(n_in, n_out, align_corners, scale):
+    s = _src_scale(n_in, n_out, align_corners, scale)
+    o = np.arange(n_out, dtype=np.float64)
+    s = float(np.float32(s))
+    if align_corners:
+        src = o * s
+    else:
+        src = np.maximum(s * (o + 0.5) - 0.5, 0.0)
+    i0 = np.floor(src).astype(np.int64)
+    i0 = np.minimum(i0, n_in - 1)
+    i1 = i0 + (i0 < n_in - 1)
+    l1 = src - i0
+    l0 = 1.0 - l1
+    m = np.zeros((n_out, n_in))
+    m[np.arange(n_out), i0] += l0
+    m[np.arange(n_out), i1] += l1
+    return m
+
+
+def _upsample_linear(x, output_size, align_corners, scales):
+    nd = len(output_size)
+    out = x
+    for i, o in enumerate(output_size):
+        ax = x.ndim - nd + i
+        m = jnp.asarray(_linear_matrix(x.shape[ax], o, align_corners, scales[i]), x.dtype)
+        out = jnp.moveaxis(jnp.tensordot(jnp.moveaxis(out, ax, -1), m.T, axes=1, precision=HIGHEST), -1, ax)
+    return out
+
+
+@register(aten.upsample_bilinear2d.default)
+def upsample_bilinear2d(x, output_size, align_corners, scales_h=None, scales_w=None):
+    return _upsample_linear(x, output_size, align_corners, [scales_h, scales_w])
+
+
+@register(aten.upsample_linear1d.default)
+def upsample_linear1d(x, output_size, align_corners, scales=None):
+    return _upsample_linear(x, output_size, align_corners, [scales])
+
+
+@register(aten.upsample_bilinear2d_backward.default)
+def upsample_bilinear2d_backward(g, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+    x = jnp.zeros(tuple(input_size), g.dtype)
+    return _vjp(lambda a: _upsample_linear(a, output_size, align_corners, [scales_h, scales_w]),
+                [x], g, [True])[0]

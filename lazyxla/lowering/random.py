@@ -1,0 +1,232 @@
+"""Random ops. Each recorded op gets its own PRNG key (`_key`, seeded from the device RNG), so every
+call draws a fresh sample and torch.manual_seed makes runs reproducible. Values differ from CPU's
+generator; distributions, shapes and dtypes match. In-place forms (uniform_, normal_, bernoulli_,
+random_, exponential_, ...) go through these functional ops."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lazyxla.jaxenv import np_dtype
+from .registry import aten, register
+
+
+def _out(_meta):
+    (shape, dtype), = _meta[:1]
+    return tuple(shape), np_dtype(dtype)
+
+
+def _float_dtype(dt):
+    """Sample in at least float32 (the result is cast to the output dtype)."""
+    dt = np.dtype(dt)
+    if dt == np.float64:
+        return jnp.float64
+    return jnp.float32
+
+
+def _uniform(key, shape, dt, lo=0.0, hi=1.0):
+    fd = _float_dtype(dt)
+    return jax.random.uniform(key, shape, fd, jnp.asarray(lo, fd), jnp.asarray(hi, fd))
+
+
+# ---------------------------------------------------------------- factories
+
+@register(aten.rand.default, aten.rand.generator, aten.rand_like.default,
+          meta=True, random=True)
+def rand(*args, _meta, _key, **kwargs):
+    shape, dt = _out(_meta)
+    return _uniform(_key, shape, dt)
+
+
+@register(aten.randn.default, aten.randn.generator, aten.randn_like.default,
+          meta=True, random=True)
+def randn(*args, _meta, _key, **kwargs):
+    shape, dt = _out(_meta)
+    return jax.random.normal(_key, shape, _float_dtype(dt))
+
+
+def _randint(key, shape, low, high):
+    return jax.random.randint(key, shape, jnp.asarray(low, jnp.int64), jnp.asarray(high, jnp.int64),
+                              jnp.int64)
+
+
+@register(aten.randint.default, aten.randint.generator, meta=True, random=True)
+def randint(high, size, *args, _meta, _key, **kwargs):
+    shape, _ = _out(_meta)
+    return _randint(_key, shape, 0, high)
+
+
+@register(aten.randint.low, aten.randint.low_generator, meta=True, random=True)
+def randint_low(low, high, size, *args, _meta, _key, **kwargs):
+    shape, _ = _out(_meta)
+    return _randint(_key, shape, low, high)
+
+
+@register(aten.randint_like.default, meta=True, random=True)
+def randint_like(x, high, *args, _meta, _key, **kwargs):
+    shape, _ = _out(_meta)
+    return _randint(_key, shape, 0, high)
+
+
+@register(aten.randint_like.low_dtype, meta=True, random=True)
+def randint_like_low(x, low, high, *args, _meta, _key, **kwargs):
+    shape, _ = _out(_meta)
+    return _randint(_key, shape, low, high)
+
+
+@register(aten.randperm.default, aten.randperm.generator, meta=True, random=True)
+def randperm(n, *args, _meta, _key, **kwargs):
+    return jax.random.permutation(_key, jnp.arange(n, dtype=jnp.int64))
+
+
+# ---------------------------------------------------------------- functional forms of x.op_()
+
+@register(aten.uniform.default, meta=True, random=True)
+def uniform(x, from_=0.0, to=1.0, generator=None, _meta=None, _key=None):
+    return _uniform(_key, x.shape, x.dtype, from_, to)
+
+
+def _normal_inplace(x, mean=0.0, std=1.0, *, generator=None):
+    """normal_ has no functional overload in this PyTorch: draw with normal.float_float, copy in."""
+    import torch
+    with torch.no_grad():
+        x.copy_(aten.normal.float_float(mean, std, list(x.shape), dtype=x.dtype, device=x.device))
+    return x
+
+
+_LIB = __import__("torch").library.Library("aten", "IMPL")
+_LIB.impl("normal_", _normal_inplace, "PrivateUse1")
+
+
+@register(aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor, meta=True,
+          random=True)
+def normal_tensor(mean, std, generator=None, _meta=None, _key=None):
+    shape, dt = _out(_meta)
+    fd = _float_dtype(dt)
+    return jax.random.normal(_key, shape, fd) * jnp.asarray(std, fd) + jnp.asarray(mean, fd)
+
+
+@register(aten.normal.float_float, meta=True, random=True)
+def normal_float_float(mean, std, size, *args, _meta, _key, **kwargs):
+    shape, dt = _out(_meta)
+    fd = _float_dtype(dt)
+    return jax.random.normal(_key, shape, fd) * std + mean
+
+
+def _random_bounds(dt):
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return 0, 2
+    if np.issubdtype(dt, np.integer):
+        return 0, int(min(np.iinfo(dt).max, 2 ** 63 - 1)) + (1 if np.iinfo(dt).max < 2 ** 63 - 1 else 0)
+    # floating: [0, 2^mantissa]
+    return 0, 2 ** (np.finfo(dt).nmant + 1) + 1
+
+
+@register(aten.random.default, meta=True, random=True)
+def random_default(x, generator=None, _meta=None, _key=None):
+    lo, hi = _random_bounds(x.dtype)
+    return _randint(_key, x.shape, lo, hi)
+
+
+@register(aten.random.to, meta=True, random=True)
+def random_to(x, to, generator=None, _meta=None, _key=None):
+    return _randint(_key, x.shape, 0, to)
+
+
+@register(getattr(aten.random, "from"), meta=True, random=True)
+def random_from(x, from_, to=None, generator=None, _meta=None, _key=None):
+    hi = to if to is not None else _random_bounds(x.dtype)[1]
+    return _randint(_key, x.shape, from_, hi)
+
+
+@register("lazyxla::bernoulli.p", meta=True, random=True)  # kernels below (see _bernoulli_inplace)
+def bernoulli_p(x, p=0.5, generator=None, _meta=None, _key=None):
+    return _uniform(_key, x.shape, jnp.float32) < p
+
+
+@register(aten.bernoulli.default, meta=True, random=True)
+def bernoulli(x, generator=None, _meta=None, _key=None):
+    return _uniform(_key, x.shape, x.dtype) < x
+
+
+@register(aten.bernoulli.Tensor, meta=True, random=True)
+def bernoulli_tensor(x, p, generator=None, _meta=None, _key=None):
+    return jnp.broadcast_to(_uniform(_key, x.shape, p.dtype) < p, x.shape)
+
+
+@register(aten.exponential.default, meta=True, random=True)
+def exponential(x, lambd=1.0, generator=None, _meta=None, _key=None):
+    fd = _float_dtype(x.dtype)
+    return jax.random.exponential(_key, x.shape, fd) / jnp.asarray(lambd, fd)
+
+
+@register(aten.geometric.default, meta=True, random=True)
+def geometric(x, p, generator=None, _meta=None, _key=None):
+    u = _uniform(_key, x.shape, jnp.float64)
+    return jnp.ceil(jnp.log1p(-u) / jnp.log1p(-jnp.asarray(p, jnp.float64)))
+
+
+@register(aten.log_normal.default, meta=True, random=True)
+def log_normal(x, mean=1.0, std=2.0, generator=None, _meta=None, _key=None):
+    fd = _float_dtype(x.dtype)
+    return jnp.exp(jax.random.normal(_key, x.shape, fd) * jnp.asarray(std, fd) + jnp.asarray(mean, fd))
+
+
+@register(aten.cauchy.default, meta=True, random=True)
+def cauchy(x, median=0.0, sigma=1.0, generator=None, _meta=None, _key=None):
+    fd = _float_dtype(x.dtype)
+    return jax.random.cauchy(_key, x.shape, fd) * jnp.asarray(sigma, fd) + jnp.asarray(median, fd)
+
+
+@register(aten.multinomial.default, meta=True, random=True)
+def multinomial(probs, num_samples, replacement=False, generator=None, _meta=None, _key=None):
+    p = probs.astype(jnp.float64) if probs.dtype == jnp.float64 else probs.astype(jnp.float32)
+    p2 = p.reshape(-1, p.shape[-1])
+    logp = jnp.log(p2)  # zero probability -> -inf, never drawn
+    if replacement:
+        out = jax.random.categorical(_key, logp[:, None, :], axis=-1, shape=(p2.shape[0], num_samples))
+    else:
+        # Gumbel top-k: sampling without replacement proportionally to p
+        gumbel = jax.random.gumbel(_key, logp.shape, logp.dtype)
+        _, out = jax.lax.top_k(logp + gumbel, num_samples)
+    return out.astype(jnp.int64).reshape(probs.shape[:-1] + (num_samples,))
+
+
+# ---------------------------------------------------------------- dropout
+
+@register(aten.native_dropout.default, meta=True, random=True)
+def native_dropout(x, p, train, _meta=None, _key=None):
+    if train is False:
+        return x, jnp.ones(x.shape, jnp.bool_)
+    if p >= 1.0:
+        return jnp.zeros_like(x), jnp.zeros(x.shape, jnp.bool_)
+    keep = _uniform(_key, x.shape, jnp.float32) >= p  # P(keep) = 1 - p
+    scale = 1.0 / (1.0 - p)
+    return jnp.where(keep, x * jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype)), keep
+
+
+@register(aten.native_dropout_backward.default)
+def native_dropout_backward(g, mask, scale):
+    return g * mask.astype(g.dtype) * scale
+
+
+def _bernoulli_p_kernel(x, p=0.5, *, generator=None):
+    from lazyxla.device import dispatch
+    from .registry import LOWERINGS
+    return dispatch.record(aten.bernoulli.p, LOWERINGS["lazyxla::bernoulli.p"], (x, p), {})
+
+
+def _bernoulli_inplace(x, p=0.5, *, generator=None):
+    """bernoulli_.float: the dispatcher drops its default p=0.5 and bernoulli.p has no default, so
+    the generic in-place path cannot call bernoulli.p; bernoulli.p is registered under a private
+    name (no automatic in-place kernel) and both get direct kernels here."""
+    import torch
+    with torch.no_grad():
+        x.copy_(aten.bernoulli.p(x, p))
+    return x
+
+
+_LIB.impl("bernoulli.p", _bernoulli_p_kernel, "PrivateUse1")
+_LIB.impl("bernoulli_.float", _bernoulli_inplace, "PrivateUse1")

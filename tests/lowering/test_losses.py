@@ -1,0 +1,84 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lazyxla.testing import check, check_grad
+
+torch.manual_seed(0)
+R = torch.randn
+REDS = ["none", "mean", "sum"]
+
+
+@pytest.mark.parametrize("red", REDS)
+def test_nll_loss(red):
+    x = R(5, 4).log_softmax(-1)
+    t = torch.tensor([0, 3, 1, 3, 2])
+    w = torch.rand(4)
+    check(lambda x, t, w: F.nll_loss(x, t, w, ignore_index=3, reduction=red), x, t, w)
+    check_grad(lambda x, t: F.nll_loss(x, t, reduction=red), x, t)
+    check_grad(lambda x, t, w: F.nll_loss(x, t, w[0], ignore_index=1, reduction=red), x, t, [w])
+
+
+def test_nll_loss_1d_and_2d():
+    check_grad(lambda x, t: F.nll_loss(x, t), R(4), torch.tensor(2))
+    x, t = R(2, 3, 2, 4), torch.randint(0, 3, (2, 2, 4))
+    t[0, 0, 0] = -100
+    check(lambda x, t: F.nll_loss(x, t), x, t)
+    check_grad(lambda x, t, w: F.nll_loss(x, t, w[0], reduction="sum"), x, t, [torch.rand(3)])
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(label_smoothing=0.2), dict(ignore_index=1, reduction="sum"),
+                                dict(weight="w", label_smoothing=0.1)])
+def test_cross_entropy(kw):
+    kw = dict(kw)
+    w = [torch.rand(4)] if kw.pop("weight", None) else [None]
+    x, t = R(5, 4), torch.tensor([0, 3, 1, 1, 2])
+    # weight + label_smoothing + mean: PyTorch's composite calls masked_select (data-dependent
+    # shape), which runs on the CPU.
+    fallback = w[0] is not None and kw.get("label_smoothing") and kw.get("reduction", "mean") == "mean"
+    check(lambda x, t, w: F.cross_entropy(x, t, w[0], **kw), x, t, w, allow_fallback=bool(fallback))
+    check_grad(lambda x, t, w: F.cross_entropy(x, t, w[0], **kw), x, t, w)
+
+
+def test_cross_entropy_probabilities_and_spatial():
+    x, p = R(5, 4), R(5, 4).softmax(-1)
+    check(lambda x, p: F.cross_entropy(x, p, label_smoothing=0.1), x, p)
+    check_grad(lambda x, p: F.cross_entropy(x, p), x, p)
+    check_grad(lambda x, t: F.cross_entropy(x, t), R(2, 3, 4), torch.randint(0, 3, (2, 4)))
+
+
+@pytest.mark.parametrize("red", REDS)
+def test_regression_losses(red):
+    x, y = R(3, 4), R(3, 4)
+    for f in (lambda a, b: F.mse_loss(a, b, reduction=red),
+              lambda a, b: F.smooth_l1_loss(a, b, reduction=red, beta=0.5),
+              lambda a, b: F.smooth_l1_loss(a, b, reduction=red, beta=0.0),
+              lambda a, b: F.huber_loss(a, b, reduction=red, delta=0.7),
+              lambda a, b: F.l1_loss(a, b, reduction=red)):
+        check(f, x, y)
+        check_grad(f, x, y)
+
+
+@pytest.mark.parametrize("red", REDS)
+def test_binary_cross_entropy(red):
+    x, y, w = torch.rand(3, 4).clamp(0.05, 0.95), torch.rand(3, 4), torch.rand(3, 4)
+    check(lambda x, y, w: F.binary_cross_entropy(x, y, w, reduction=red), x, y, w)
+    check_grad(lambda x, y: F.binary_cross_entropy(x, y, reduction=red), x, y)
+    lg, pw = R(3, 4) * 3, torch.rand(4) + 0.5
+    check(lambda x, y, pw: F.binary_cross_entropy_with_logits(x, y, pos_weight=pw, reduction=red), lg, y, pw)
+    check_grad(lambda x, y, w: F.binary_cross_entropy_with_logits(x, y, w[0], reduction=red), lg, y, [w])
+
+
+def test_bce_clamps_log():
+    x = torch.tensor([0.0, 1.0, 0.5])
+    y = torch.tensor([1.0, 0.0, 0.5])
+    check(lambda x, y: F.binary_cross_entropy(x, y, reduction="none"), x, y)
+
+
+def test_kl_div_and_soft_margin():
+    x, y = R(3, 4).log_softmax(-1), R(3, 4).softmax(-1)
+    check_grad(lambda x, y: F.kl_div(x, y, reduction="batchmean"), x, y)
+    check(lambda x, y: F.kl_div(x, y, reduction="batchmean"), x, y)
+    s = torch.tensor([[1.0, -1, 1, -1]]).expand(3, 4)
+    check(lambda x, s: F.soft_margin_loss(x, s), R(3, 4), s)
+    check_grad(lambda x, s: F.soft_margin_loss(x, s[0], reduction="sum"), R(3, 4), [s])

@@ -1,0 +1,228 @@
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import lazyxla
+from lazyxla import metrics
+from lazyxla.testing import check, check_grad, to_cpu
+
+torch.manual_seed(0)
+R = torch.randn
+
+
+def _module_check(mod, *inputs, atol=1e-5, rtol=1e-4, train=True):
+    """Forward + backward of a module on CPU and lazyxla: outputs, input and parameter grads,
+    and buffers (running stats) agree; nothing falls back to the CPU."""
+    dev = lazyxla.device()
+    cpu_mod = copy.deepcopy(mod).train(train)
+    lx_mod = copy.deepcopy(mod).to(dev).train(train)
+    xs = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    lxs = [x.detach().to(dev).requires_grad_(x.is_floating_point()) for x in inputs]
+    out = cpu_mod(*xs)
+    before = metrics.executed_fallback_ops()
+    lout = lx_mod(*lxs)
+    (out.float() * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+    (lout.float() * torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(dev)).sum().backward()
+    torch.testing.assert_close(to_cpu(lout), out.detach(), atol=atol, rtol=rtol)
+    for a, b in zip(lxs, xs):
+        if b.grad is not None:
+            torch.testing.assert_close(to_cpu(a.grad), b.grad, atol=atol, rtol=rtol)
+    for (n, p), (_, lp) in zip(cpu_mod.named_parameters(), lx_mod.named_parameters()):
+        torch.testing.assert_close(to_cpu(lp.grad), p.grad, atol=atol, rtol=rtol, msg=n)
+    for (n, b), (_, lb) in zip(cpu_mod.named_buffers(), lx_mod.named_buffers()):
+        torch.testing.assert_close(to_cpu(lb), b, atol=atol, rtol=rtol, msg=n)
+    new = sorted(set(metrics.executed_fallback_ops()) - set(before))
+    assert not new, f"ops fell back to the CPU: {new}"
+
+
+# ---------------------------------------------------------------- convolution
+
+@pytest.mark.parametrize("kw", [
+    dict(),
+    dict(stride=2, padding=1),
+    dict(padding=(1, 2), dilation=2),
+    dict(groups=2),
+])
+def test_conv2d(kw):
+    w = R(4, 4 // kw.get("groups", 1), 3, 3)
+    check(lambda x, w, b: F.conv2d(x, w, b, **kw), R(2, 4, 7, 6), w, R(4), atol=1e-5, rtol=1e-4)
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, **kw), R(2, 4, 7, 6), w, R(4), atol=1e-5, rtol=1e-4)
+
+
+def test_conv1d_3d_nobias():
+    check(lambda x, w: F.conv1d(x, w, stride=2, padding=1), R(2, 3, 9), R(4, 3, 3), atol=1e-5, rtol=1e-4)
+    check_grad(lambda x, w: F.conv3d(x, w, padding=1), R(1, 2, 4, 4, 3), R(3, 2, 3, 3, 3),
+               atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(),
+    dict(stride=2, padding=1, output_padding=1),
+    dict(stride=2, groups=2, dilation=2),
+])
+def test_conv_transpose2d(kw):
+    g = kw.get("groups", 1)
+    w = R(4, 6 // g, 3, 3)
+    check(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), R(2, 4, 5, 4), w, R(6), atol=1e-5, rtol=1e-4)
+    check_grad(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), R(2, 4, 5, 4), w, R(6),
+               atol=1e-5, rtol=1e-4)
+
+
+def test_conv_transpose1d():
+    check_grad(lambda x, w: F.conv_transpose1d(x, w, stride=3, padding=1, output_padding=2),
+               R(2, 3, 5), R(3, 2, 4), atol=1e-5, rtol=1e-4)
+
+
+def test_conv2d_module():
+    _module_check(nn.Conv2d(3, 4, 3, padding=1), R(2, 3, 5, 5))
+
+
+# ---------------------------------------------------------------- pooling
+
+@pytest.mark.parametrize("kw", [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=(2, 3), stride=(1, 2), dilation=(2, 1)),
+])
+def test_max_pool2d(kw):
+    x = R(2, 3, 7, 8)
+    check(lambda x: F.max_pool2d(x, return_indices=True, **kw), x)
+    check_grad(lambda x: F.max_pool2d(x, **kw), x)
+
+
+def test_max_pool1d_3d():
+    check(lambda x: F.max_pool1d(x, 3, 2, 1, return_indices=True), R(2, 3, 9))
+    check(lambda x: F.max_pool3d(x, 2, return_indices=True), R(1, 2, 4, 4, 5))
+    check_grad(lambda x: F.max_pool3d(x, 2, ceil_mode=True), R(1, 2, 4, 5, 5))
+
+
+def test_max_pool_ties_pick_first():
+    x = torch.zeros(1, 1, 4, 4)
+    check(lambda x: F.max_pool2d(x, 2, return_indices=True), x)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=3, stride=1, padding=1, divisor_override=5),
+])
+def test_avg_pool2d(kw):
+    x = R(2, 3, 7, 6)
+    check(lambda x: F.avg_pool2d(x, **kw), x)
+    check_grad(lambda x: F.avg_pool2d(x, **kw), x)
+
+
+def test_avg_pool1d_3d():
+    check(lambda x: F.avg_pool1d(x, 3, 2, 1), R(2, 3, 9))
+    check_grad(lambda x: F.avg_pool3d(x, 2, padding=1, count_include_pad=False), R(1, 2, 4, 4, 3))
+
+
+@pytest.mark.parametrize("size", [(3, 2), (5, 4), 1])
+def test_adaptive_avg_pool2d(size):
+    x = R(2, 3, 7, 5)
+    check(lambda x: F.adaptive_avg_pool2d(x, size), x)
+    check_grad(lambda x: F.adaptive_avg_pool2d(x, size), x)
+
+
+def test_adaptive_max_pool2d():
+    x = R(2, 3, 7, 5)
+    check(lambda x: F.adaptive_max_pool2d(x, (3, 2), return_indices=True), x)
+    check_grad(lambda x: F.adaptive_max_pool2d(x, (3, 4)), x)
+
+
+def test_adaptive_avg_pool3d():
+    check_grad(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), R(1, 2, 5, 4, 3))
+
+
+def test_pool_modules():
+    _module_check(nn.Sequential(nn.MaxPool2d(2), nn.AvgPool2d(2, padding=1)), R(2, 3, 8, 8))
+
+
+# ---------------------------------------------------------------- normalization
+
+def test_batch_norm_module_train_updates_running_stats():
+    m = nn.BatchNorm2d(3, momentum=0.3)
+    _module_check(m, R(4, 3, 5, 5) * 2 + 1, atol=1e-5, rtol=1e-4)
+
+
+def test_batch_norm_module_eval():
+    m = nn.BatchNorm2d(3)
+    m.running_mean.normal_()
+    m.running_var.uniform_(0.5, 2)
+    _module_check(m, R(2, 3, 4, 4), train=False)
+
+
+def test_batch_norm1d_no_affine_no_stats():
+    _module_check(nn.BatchNorm1d(4, affine=False, track_running_stats=False), R(5, 4, 3))
+    _module_check(nn.BatchNorm1d(4, momentum=None), R(6, 4))
+
+
+def test_batch_norm_functional():
+    check(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), R(4, 3, 2), R(3), R(3))
+    check_grad(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), R(4, 3, 2), R(3), R(3),
+               atol=1e-5, rtol=1e-4)
+
+
+def test_layer_norm():
+    check(lambda x, w, b: F.layer_norm(x, (3, 4), w, b), R(2, 3, 4), R(3, 4), R(3, 4))
+    check_grad(lambda x, w, b: F.layer_norm(x, (4,), w, b), R(2, 3, 4), R(4), R(4), atol=1e-5, rtol=1e-4)
+    check_grad(lambda x: F.layer_norm(x, (4,)), R(2, 3, 4), atol=1e-5, rtol=1e-4)
+    _module_check(nn.LayerNorm(5), R(3, 5))
+
+
+def test_group_norm():
+    check(lambda x, w, b: F.group_norm(x, 2, w, b), R(2, 4, 3, 3), R(4), R(4))
+    check_grad(lambda x, w, b: F.group_norm(x, 2, w, b), R(2, 4, 3, 3), R(4), R(4), atol=1e-5, rtol=1e-4)
+    _module_check(nn.GroupNorm(3, 6), R(2, 6, 4))
+
+
+# ---------------------------------------------------------------- embedding
+
+def test_embedding():
+    idx = torch.tensor([[1, 2, 0], [3, 1, 1]])
+    check(lambda w, i: F.embedding(i, w), R(4, 3), idx)
+    check_grad(lambda w, i: F.embedding(i, w, padding_idx=1), R(4, 3), idx)
+    check_grad(lambda w, i: F.embedding(i, w, scale_grad_by_freq=True), R(4, 3), idx)
+    _module_check(nn.Embedding(5, 3, padding_idx=0), torch.tensor([0, 4, 2, 4]))
+
+
+# ---------------------------------------------------------------- upsampling
+
+@pytest.mark.parametrize("kw", [
+    dict(scale_factor=2, mode="nearest"),
+    dict(size=(5, 7), mode="nearest"),
+    dict(size=(5, 7), mode="nearest-exact"),
+    dict(scale_factor=2, mode="bilinear"),
+    dict(size=(5, 2), mode="bilinear", align_corners=True),
+    dict(scale_factor=1.7, mode="bilinear"),
+])
+def test_interpolate(kw):
+    x = R(1, 2, 3, 4)
+    check(lambda x: F.interpolate(x, **kw), x)
+    check_grad(lambda x: F.interpolate(x, **kw), x)
+
+
+# ---------------------------------------------------------------- attention
+
+@pytest.mark.parametrize("kind", ["plain", "causal", "float_mask", "bool_mask"])
+def test_sdpa(kind):
+    q, k, v = R(1, 2, 3, 4), R(1, 2, 5, 4), R(1, 2, 5, 4)
+    if kind == "causal":
+        k, v = R(1, 2, 3, 4), R(1, 2, 3, 4)
+    mask = {"float_mask": R(3, 5), "bool_mask": torch.rand(3, 5) > 0.3}.get(kind)
+
+    def f(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=kind == "causal")
+    check(f, q, k, v, mask, atol=1e-5, rtol=1e-4)
+    check_grad(f, q, k, v, mask, atol=1e-5, rtol=1e-4)
+
+
+def test_small_cnn_training_step():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(4, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+    _module_check(model, R(3, 2, 8, 8), atol=1e-4, rtol=1e-4)

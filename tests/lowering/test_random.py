@@ -1,0 +1,101 @@
+import torch
+import torch.nn.functional as F
+
+import lazyxla
+from lazyxla import metrics
+
+
+def dev():
+    return lazyxla.device()
+
+
+def _no_fallback(fn):
+    before = metrics.executed_fallback_ops()
+    out = fn()
+    new = sorted(set(metrics.executed_fallback_ops()) - set(before))
+    assert not new, f"ops fell back to the CPU: {new}"
+    return out
+
+
+def test_factories_shapes_dtypes_distributions():
+    d = dev()
+    torch.manual_seed(0)
+
+    def run():
+        return (torch.rand(4000, device=d), torch.randn(4000, device=d, dtype=torch.float64),
+                torch.randint(3, 7, (4000,), device=d), torch.randint(5, (10,), device=d, dtype=torch.int32),
+                torch.rand_like(torch.zeros(2, 3, device=d, dtype=torch.bfloat16)),
+                torch.randn_like(torch.zeros(2, 3, device=d)), torch.randperm(50, device=d),
+                torch.normal(2.0, 3.0, (4000,), device=d))
+    u, n, ri, ri32, rl, rnl, perm, nrm = [t.cpu() for t in _no_fallback(run)]
+    assert u.dtype == torch.float32 and u.shape == (4000,)
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.03
+    assert n.dtype == torch.float64 and abs(n.mean()) < 0.1 and abs(n.std() - 1) < 0.1
+    assert ri.dtype == torch.int64 and ri.min() == 3 and ri.max() == 6
+    assert ri32.dtype == torch.int32 and 0 <= ri32.min() and ri32.max() < 5
+    assert rl.dtype == torch.bfloat16 and rl.shape == (2, 3)
+    assert rnl.shape == (2, 3)
+    assert sorted(perm.tolist()) == list(range(50)) and perm.dtype == torch.int64
+    assert abs(nrm.mean() - 2) < 0.2 and abs(nrm.std() - 3) < 0.2
+
+
+def test_inplace_random_ops():
+    d = dev()
+
+    def run():
+        x = torch.empty(4000, device=d)
+        return (x.clone().uniform_(-2, 3), x.clone().normal_(1, 0.5), x.clone().bernoulli_(0.25),
+                x.clone().bernoulli_(torch.full((4000,), 0.75, device=d)), x.clone().exponential_(2.0),
+                x.clone().random_(0, 10), torch.bernoulli(torch.full((4000,), 0.5, device=d)))
+    u, n, b, bt, e, r, bd = [t.cpu() for t in _no_fallback(run)]
+    assert -2 <= u.min() and u.max() < 3 and abs(u.mean() - 0.5) < 0.1
+    assert abs(n.mean() - 1) < 0.05 and abs(n.std() - 0.5) < 0.05
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.25) < 0.03
+    assert abs(bt.mean() - 0.75) < 0.03 and abs(bd.mean() - 0.5) < 0.03
+    assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.05
+    assert r.min() == 0 and r.max() == 9 and (r == r.round()).all()
+
+
+def test_multinomial():
+    d = dev()
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.25, 0.25, 0.25, 0.25]])
+    s = _no_fallback(lambda: torch.multinomial(p.to(d), 3000, replacement=True)).cpu()
+    assert s.shape == (2, 3000) and s.dtype == torch.int64
+    assert (s[0] != 1).all()
+    assert abs((s[0] == 2).float().mean() - 0.6) < 0.04
+    w = _no_fallback(lambda: torch.multinomial(p.to(d), 3)).cpu()
+    assert (w[0] != 1).all() and sorted(w[0].tolist()) == [0, 2, 3]
+    assert len(set(w[1].tolist())) == 3
+
+
+def test_fresh_samples_and_manual_seed_reproducible():
+    d = dev()
+    torch.manual_seed(123)
+    a, b = torch.rand(5, device=d).cpu(), torch.rand(5, device=d).cpu()
+    assert not torch.equal(a, b)
+    torch.manual_seed(123)
+    a2, b2 = torch.rand(5, device=d).cpu(), torch.rand(5, device=d).cpu()
+    assert torch.equal(a, a2) and torch.equal(b, b2)
+
+
+def test_dropout():
+    d = dev()
+    torch.manual_seed(0)
+    x = torch.ones(2000, device=d, requires_grad=True)
+    y = _no_fallback(lambda: F.dropout(x, 0.3, training=True))
+    y.backward(torch.full((2000,), 2.0, device=d))
+    yc, g = y.detach().cpu(), x.grad.cpu()
+    kept = yc != 0
+    assert torch.allclose(yc[kept], torch.tensor(1 / 0.7))
+    assert abs(kept.float().mean() - 0.7) < 0.04
+    assert torch.allclose(g[kept], torch.tensor(2 / 0.7)) and (g[~kept] == 0).all()
+    # eval mode is the identity, p=1 zeroes everything, two calls draw different masks
+    assert torch.equal(F.dropout(x, 0.3, training=False).detach().cpu(), torch.ones(2000))
+    assert (F.dropout(x, 1.0, training=True).detach().cpu() == 0).all()
+    m1 = F.dropout(x, 0.5).detach().cpu() != 0
+    m2 = F.dropout(x, 0.5).detach().cpu() != 0
+    assert not torch.equal(m1, m2)
+    torch.manual_seed(7)
+    r1 = F.dropout(x, 0.5).detach().cpu()
+    torch.manual_seed(7)
+    assert torch.equal(F.dropout(x, 0.5).detach().cpu(), r1)
