@@ -332,12 +332,10 @@ def _bshape(v, ndim):
 
 
 def _bn_apply(x, w, b, mean, invstd):
-    out = (x - _bshape(mean, x.ndim)) * _bshape(invstd, x.ndim)
-    if w is not None:
-        out = out * _bshape(w, x.ndim)
-    if b is not None:
-        out = out + _bshape(b, x.ndim)
-    return out
+    # x * alpha + beta, the form PyTorch's CPU kernel computes (same rounding)
+    alpha = invstd * _acc(w) if w is not None else invstd
+    beta = -mean * alpha if b is None else _acc(b) - mean * alpha
+    return x * _bshape(alpha, x.ndim) + _bshape(beta, x.ndim)
 
 
 def _bn_eval(x, w, b, rm, rv, eps):
