@@ -24,6 +24,18 @@ from .runtime.executor import (  # noqa: E402,F401
     warm_up_cache)
 
 
+def report(as_json: bool = False) -> str:
+    """The run report of this process: graphs compiled, cache hits/misses/evictions, retraces with
+    their causes, CPU fallbacks with their source lines, transfers."""
+    from .report import report as _report
+    return _report(as_json)
+
+
+def save_report(path: str) -> None:
+    from .report import save_report as _save
+    _save(path)
+
+
 def device(index: int = 0) -> _torch.device:
     """The lazyxla device. There is one logical device; scale out through sharding."""
     if index != 0:

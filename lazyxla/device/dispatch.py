@@ -24,10 +24,13 @@ class _OpInfo:
     __slots__ = ("scalar_pos", "scalar_kw")
 
     def __init__(self, op):
+        # Scalar arguments, and Python numbers passed where the schema takes a Tensor (PyTorch's
+        # "wrapped numbers", as in `x * 0.5` -> mul.Tensor), are runtime values.
         args = op._schema.arguments
-        self.scalar_pos = frozenset(i for i, a in enumerate(args)
-                                    if not a.kwarg_only and is_scalar_type(a.type))
-        self.scalar_kw = frozenset(a.name for a in args if is_scalar_type(a.type))
+        runtime = [is_scalar_type(a.type) or str(a.type) in ("Tensor", "Optional[Tensor]")
+                   for a in args]
+        self.scalar_pos = frozenset(i for i, a in enumerate(args) if not a.kwarg_only and runtime[i])
+        self.scalar_kw = frozenset(a.name for a, r in zip(args, runtime) if r)
 
 
 _INFO: dict = {}

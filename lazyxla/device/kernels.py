@@ -43,13 +43,20 @@ def _mutating_kernel(op):
     arg_names = [a.name for a in op._schema.arguments]
     if low is None:
         return None
+    out_names = {arg_names[i] for i in positions if op._schema.arguments[i].is_out}
+    fnames = {a.name for a in fop._schema.arguments}
+    defaults = [(a.name, a.default_value) for a in op._schema.arguments
+                if a.has_default_value() and a.name in fnames and a.name not in out_names]
 
     def kernel(*args, **kwargs):
         def arg(i):
             return args[i] if i < len(args) else kwargs[arg_names[i]]
         targets = [arg(i) for i in positions]
-        fargs, fkw = args, {k: v for k, v in kwargs.items() if k not in {arg_names[i] for i in positions
-                                                                         if op._schema.arguments[i].is_out}}
+        fargs = args
+        fkw = {k: v for k, v in kwargs.items() if k not in out_names}
+        for name, default in defaults:  # the dispatcher drops defaults the functional op may lack
+            if name not in fkw and arg_names.index(name) >= len(args):
+                fkw[name] = default
         for t in targets:
             if isinstance(t, torch.Tensor) and t.device.type != "lazyxla":
                 raise dispatch.device_mismatch(t)

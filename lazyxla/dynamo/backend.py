@@ -1,7 +1,7 @@
 """The torch.compile backend "lazyxla" (registered through the torch_dynamo_backends entry point).
 
-Inference and training both go through aot_autograd, which hands the bridge functional forward
-and backward graphs of aten ops. Options (torch.compile(..., options={...})):
+Training goes through aot_autograd, which hands the bridge functional forward and backward graphs
+of aten ops; inference (grad mode off) hands Dynamo's own graph to the bridge directly. Options (torch.compile(..., options={...})):
   fallback: "partition" (default) splits the graph around ops that fall back to the CPU;
             "error" raises one error listing every unsupported node with its source line.
 """
@@ -75,6 +75,10 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
         raise ValueError(f"lazyxla backend: fallback must be one of {_FALLBACK_MODES}, got {fallback!r}")
     if options:
         raise ValueError(f"lazyxla backend: unknown options {sorted(options)}")
+    if not torch.is_grad_enabled():
+        # Inference (Dynamo guards on grad mode): the bridge runs Dynamo's graph directly, without
+        # aot_autograd's runtime wrappers, which would cost more per call than the bridge itself.
+        return CompiledGraph(gm, "inference", fallback)
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
     fw = _bridge_compiler(fallback, "forward")

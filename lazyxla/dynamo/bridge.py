@@ -127,7 +127,6 @@ class Bridge:
         self.last_key = key
         if entry.hash is None:  # nothing to compute: outputs are inputs, constants, ints
             return _pack(entry, entry.outputs([], args))
-        entry.matcher.sync_inputs(args)
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
         metrics.counter_inc("RunCachedGraph")
         feed = entry.matcher(args)

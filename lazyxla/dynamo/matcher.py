@@ -43,8 +43,10 @@ class InputMatcher:
         feed = []
         for kind, v in self.plan:
             if kind == ARG:
-                node = buf.state_of(args[v]).root.node
-                feed.append(node.data)
+                root = getattr(args[v].untyped_storage(), "_lazyxla").root
+                if root.node.op is not buf.DATA:
+                    self.sync_inputs(args)
+                feed.append(root.node.data)
             elif kind == CONST:
                 feed.append(v)
             else:

@@ -30,11 +30,16 @@ def ones(*args, _meta, **kwargs):
     return jnp.ones(shape, np_dtype(dtype))
 
 
-@register(aten.full.default, aten.new_full.default, meta=True)
-def full(*args, _meta, **kwargs):
+@register(aten.full.default, meta=True)
+def full(size, fill_value, *args, _meta, **kwargs):
     (shape, dtype), = _meta
-    fill = args[1] if len(args) > 1 else kwargs["fill_value"]
-    return jnp.full(shape, fill, np_dtype(dtype))
+    return jnp.full(shape, fill_value, np_dtype(dtype))
+
+
+@register(aten.new_full.default, meta=True)
+def new_full(x, size, fill_value, *args, _meta, **kwargs):
+    (shape, dtype), = _meta
+    return jnp.full(shape, fill_value, np_dtype(dtype))
 
 
 @register(aten.full_like.default, meta=True)

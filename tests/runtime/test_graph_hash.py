@@ -20,7 +20,23 @@ def test_same_structure_same_hash():
 
 
 def test_operand_order_changes_the_hash():
-    assert _hash(lambda a, b: a - b) != _hash(lambda a, b: b - a)
+    assert _hash(lambda a, b: (a - b) * a) != _hash(lambda a, b: (b - a) * a)
+    assert _hash(lambda a, b: (a - b) * b) != _hash(lambda a, b: (a - b) * a)
+
+
+def test_equal_hash_means_same_program_fed_in_graph_order():
+    # Parameters are numbered in first-visit order, so a - b and b - a are the same program
+    # "p0 - p1"; graph_inputs lists each graph's own tensors in that order.
+    d = lazyxla.device()
+    a, b = torch.full((2,), 1.0, device=d), torch.full((2,), 10.0, device=d)
+    lazyxla.sync()
+    results = []
+    for out in (a - b, b - a):
+        h, ins = lazyxla.graph_hash([out]), lazyxla.graph_inputs([out])
+        lazyxla.clear_pending_ir()
+        results.append((h, lazyxla.run_cached_graph(h, ins)[0].cpu().tolist()))
+    assert results[0][0] == results[1][0]
+    assert results[0][1] == [-9.0, -9.0] and results[1][1] == [9.0, 9.0]
 
 
 def test_ops_and_attributes_change_the_hash():

@@ -1,0 +1,42 @@
+"""Command line: lazyxla demo | report | ops | bench."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_demo(args) -> int:
+    from lazyxla.examples.demo import main as demo_main
+    return demo_main(steps=args.steps, quick=args.quick)
+
+
+def _cmd_report(args) -> int:
+    from lazyxla.report import load_report, render_text
+    import json
+    rep = load_report(args.file)
+    print(json.dumps(rep, indent=2) if args.json else render_text(rep))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lazyxla", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("demo", help="train a small model with torch.compile(backend='lazyxla')")
+    d.add_argument("--steps", type=int, default=None)
+    d.add_argument("--quick", action="store_true", help="a few steps only (smoke test)")
+    d.set_defaults(fn=_cmd_demo)
+    r = sub.add_parser("report", help="print a run report saved by lazyxla.save_report() or by "
+                                      "LAZYXLA_REPORT_PATH at exit")
+    r.add_argument("file", nargs="?", default="lazyxla-report.json")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(fn=_cmd_report)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
