@@ -1,0 +1,290 @@
+"""Matrix products and linear algebra: mm/bmm/addmm/baddbmm/addbmm/mv/addmv/dot, triu/tril/trace,
+cross, and the LAPACK-backed ops (det, slogdet, inv, cholesky, solve, qr, svd, eigh) through
+jax.numpy.linalg / jax.lax.linalg.
+
+float32 products use Precision.HIGHEST (full f32 accumulation, as CPU BLAS); bfloat16/float16
+products accumulate in float32. `beta`/`alpha` are traced Scalars; beta == 0 ignores `self`
+entirely (NaN/inf there do not propagate), as in PyTorch."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from lazyxla.jaxenv import np_dtype
+from .registry import aten, register
+
+_HI = lax.Precision.HIGHEST
+_LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
+
+
+def _pref(dtype):
+    dtype = np.dtype(dtype)
+    if dtype in _LOW_FLOATS:
+        return np.dtype(np.float32)
+    if dtype == np.dtype(np.bool_):
+        return None
+    return dtype
+
+
+def _mat(spec, a, b):
+    if a.dtype == jnp.bool_:
+        return jnp.einsum(spec, a.astype(jnp.int64), b.astype(jnp.int64)) != 0
+    return jnp.einsum(spec, a, b, precision=_HI, preferred_element_type=_pref(a.dtype))
+
+
+def _add_scaled(self, prod, beta, alpha):
+    """beta * self + alpha * prod, where beta == 0 drops self."""
+    scaled = prod if _is_one(alpha) else prod * alpha
+    if _is_one(beta):
+        return scaled + self
+    if isinstance(beta, (int, float)) and beta == 0:
+        return scaled + jnp.zeros_like(self)
+    term = jnp.where(beta == 0, jnp.zeros((), self.dtype), self * beta)
+    return scaled + term
+
+
+def _is_one(s):
+    return isinstance(s, (int, float)) and not isinstance(s, bool) and s == 1
+
+
+@register(aten.mm.default)
+def mm(a, b):
+    return _mat("ij,jk->ik", a, b)
+
+
+@register(aten.bmm.default)
+def bmm(a, b):
+    return _mat("bij,bjk->bik", a, b)
+
+
+@register(aten.mv.default)
+def mv(a, v):
+    return _mat("ij,j->i", a, v)
+
+
+@register(aten.dot.default, aten.vdot.default)
+def dot(a, b):
+    return _mat("i,i->", a, b)
+
+
+@register(aten.addmm.default)
+def addmm(self, a, b, beta=1, alpha=1):
+    return _add_scaled(self, _mat("ij,jk->ik", a, b), beta, alpha)
+
+
+@register(aten.baddbmm.default)
+def baddbmm(self, a, b, beta=1, alpha=1):
+    return _add_scaled(self, _mat("bij,bjk->bik", a, b), beta, alpha)
+
+
+@register(aten.addbmm.default)
+def addbmm(self, a, b, beta=1, alpha=1):
+    return _add_scaled(self, _mat("bij,bjk->ik", a, b), beta, alpha)
+
+
+@register(aten.addmv.default)
+def addmv(self, a, v, beta=1, alpha=1):
+    return _add_scaled(self, _mat("ij,j->i", a, v), beta, alpha)
+
+
+@register(aten.addr.default)
+def addr(self, u, v, beta=1, alpha=1):
+    if u.dtype == jnp.bool_:
+        prod = u[:, None] & v[None, :]
+        return prod | ((self != 0) & (beta != 0))
+    return _add_scaled(self, u[:, None] * v[None, :], beta, alpha)
+
+
+@register(aten.triu.default)
+def triu(x, diagonal=0):
+    return jnp.triu(x, diagonal)
+
+
+@register(aten.tril.default)
+def tril(x, diagonal=0):
+    return jnp.tril(x, diagonal)
+
+
+@register(aten.trace.default, meta=True)
+def trace(x, _meta):
+    (shape, dtype), = _meta
+    return jnp.trace(x.astype(np_dtype(dtype)) if np_dtype(dtype) not in _LOW_FLOATS else
+                     x.astype(jnp.float32))
+
+
+@register(aten.diag_embed.default, meta=True)
+def diag_embed(x, offset=0, dim1=-2, dim2=-1, _meta=None):
+    (shape, dtype), = _meta
+    nd = len(shape)
+    d1, d2 = dim1 % nd, dim2 % nd
+    n = x.shape[-1]
+    m = n + abs(offset)
+    eye = jnp.eye(m, m, offset, dtype=bool)                        # (m, m)
+    r = jnp.arange(m)
+    # on the diagonal j = i + offset, the element is x[..., min(i, j)]
+    idx = jnp.clip(jnp.minimum(r[:, None], r[None, :]), 0, max(n - 1, 0))
+    vals = jnp.take(x, idx.reshape(-1), axis=-1).reshape(x.shape[:-1] + (m, m)) if n else \
+        jnp.zeros(x.shape[:-1] + (m, m), x.dtype)
+    out = jnp.where(eye, vals, jnp.zeros((), x.dtype))             # (..., m, m) on dims -2, -1
+    # move the two new dims into place
+    rest = list(range(nd - 2))
+    perm = [None] * nd
+    others = [d for d in range(nd) if d not in (d1, d2)]
+    for src, dst in zip(rest, others):
+        perm[dst] = src
+    perm[d1], perm[d2] = nd - 2, nd - 1
+    return jnp.transpose(out, perm)
+
+
+@register(aten.linalg_cross.default)
+def linalg_cross(a, b, dim=-1):
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
+    return jnp.cross(a, b, axis=dim % len(shape))
+
+
+# ------------------------------------------------------------------------------ LAPACK-backed ops
+
+def _lu(a):
+    """LAPACK getrf: (LU, 1-based int32 pivots, sign of the permutation)."""
+    lu, piv, _ = lax.linalg.lu(a)
+    n = a.shape[-1]
+    swaps = jnp.sum(piv != jnp.arange(n, dtype=piv.dtype), axis=-1)
+    sign = jnp.where(swaps % 2 == 0, 1, -1).astype(a.dtype)
+    return lu, (piv + 1).astype(jnp.int32), sign
+
+
+def _det_lu_input(a):
+    # PyTorch factors A^T for contiguous real A (det(A) = det(A^T)); lazyxla tensors report
+    # contiguous strides, and the backward's lu_solve(adjoint=...) relies on the choice.
+    return a if jnp.iscomplexobj(a) else jnp.swapaxes(a, -1, -2)
+
+
+@register(aten._linalg_det.default)
+def linalg_det(a):
+    if a.shape[-1] == 0:
+        return (jnp.ones(a.shape[:-2], a.dtype), a, jnp.zeros(a.shape[:-1], jnp.int32))
+    lu, piv, sign = _lu(_det_lu_input(a))
+    det = sign * jnp.prod(jnp.diagonal(lu, axis1=-2, axis2=-1), axis=-1)
+    return det, lu, piv
+
+
+@register(aten._linalg_slogdet.default)
+def linalg_slogdet(a):
+    if a.shape[-1] == 0:
+        return (jnp.ones(a.shape[:-2], a.dtype), jnp.zeros(a.shape[:-2], a.dtype), a,
+                jnp.zeros(a.shape[:-1], jnp.int32))
+    lu, piv, sign = _lu(_det_lu_input(a))
+    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
+    s = sign * jnp.prod(jnp.sign(diag), axis=-1)
+    return s, jnp.sum(jnp.log(jnp.abs(diag)), axis=-1), lu, piv
+
+
+@register(aten.linalg_lu_factor_ex.default)
+def linalg_lu_factor_ex(a, pivot=True, check_errors=False):
+    lu, piv, _ = _lu(a)
+    return lu, piv, jnp.zeros(a.shape[:-2], jnp.int32)
+
+
+def _lu_solve_left(lu, piv, b, adjoint):
+    """Solve A X = B (or A^H X = B) given getrf's LU and 1-based pivots of A."""
+    n = lu.shape[-1]
+    batch = jnp.broadcast_shapes(lu.shape[:-2], b.shape[:-2], piv.shape[:-1])
+    lu = jnp.broadcast_to(lu, batch + lu.shape[-2:])
+    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    perm = lax.linalg.lu_pivots_to_permutation(jnp.broadcast_to(piv, batch + piv.shape[-1:]) - 1, n)
+    tri = lax.linalg.triangular_solve
+    if not adjoint:  # A[perm] = L U
+        pb = jnp.take_along_axis(b, perm[..., :, None], axis=-2)
+        y = tri(lu, pb, left_side=True, lower=True, unit_diagonal=True)
+        return tri(lu, y, left_side=True, lower=False)
+    # A^H = U^H L^H P, P X = Z  =>  X[perm] = Z
+    y = tri(lu, b, left_side=True, lower=False, transpose_a=True, conjugate_a=True)
+    z = tri(lu, y, left_side=True, lower=True, unit_diagonal=True, transpose_a=True, conjugate_a=True)
+    inv = jnp.argsort(perm, axis=-1)
+    return jnp.take_along_axis(z, inv[..., :, None], axis=-2)
+
+
+@register(aten.linalg_lu_solve.default)
+def linalg_lu_solve(lu, piv, b, left=True, adjoint=False):
+    if left:
+        return _lu_solve_left(lu, piv, b, adjoint)
+    # X A = B  <=>  A^H X^H = B^H ;  X A^H = B  <=>  A X^H = B^H
+    bh = jnp.conj(jnp.swapaxes(b, -1, -2))
+    return jnp.conj(jnp.swapaxes(_lu_solve_left(lu, piv, bh, not adjoint), -1, -2))
+
+
+@register(aten.linalg_inv_ex.default)
+def linalg_inv_ex(a, check_errors=False):
+    return jnp.linalg.inv(a), jnp.zeros(a.shape[:-2], jnp.int32)
+
+
+@register(aten.linalg_cholesky_ex.default)
+def linalg_cholesky_ex(a, upper=False, check_errors=False):
+    L = jnp.linalg.cholesky(a)
+    info = jnp.where(jnp.all(jnp.isfinite(L), axis=(-2, -1)), 0, 1).astype(jnp.int32)
+    if upper:
+        L = jnp.conj(jnp.swapaxes(L, -1, -2))
+    return L, info
+
+
+@register(aten.cholesky.default)
+def cholesky(a, upper=False):
+    return linalg_cholesky_ex(a, upper)[0]
+
+
+@register(aten._linalg_solve_ex.default, meta=True)
+def linalg_solve_ex(a, b, left=True, check_errors=False, _meta=None):
+    (rshape, _), = _meta[:1]
+    vector = len(rshape) == a.ndim - 1
+    if vector:
+        b = b[..., None]
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        a_s, b_s = jnp.swapaxes(a, -1, -2), jnp.swapaxes(b, -1, -2)
+    else:
+        a_s, b_s = a, b
+    batch = jnp.broadcast_shapes(a_s.shape[:-2], b_s.shape[:-2])
+    a_b = jnp.broadcast_to(a_s, batch + a_s.shape[-2:])
+    b_b = jnp.broadcast_to(b_s, batch + b_s.shape[-2:])
+    x = jnp.linalg.solve(a_b, b_b)
+    if not left:
+        x = jnp.swapaxes(x, -1, -2)
+    if vector:
+        x = x[..., 0]
+    lu, piv, _ = _lu(a)
+    return x.reshape(rshape), lu, piv, jnp.zeros(a.shape[:-2], jnp.int32)
+
+
+@register(aten.linalg_solve_triangular.default)
+def linalg_solve_triangular(a, b, upper, left=True, unitriangular=False):
+    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = jnp.broadcast_to(a, batch + a.shape[-2:])
+    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    return lax.linalg.triangular_solve(a, b, left_side=left, lower=not upper,
+                                       unit_diagonal=unitriangular)
+
+
+@register(aten.linalg_qr.default, meta=True)
+def linalg_qr(a, mode="reduced", _meta=None):
+    if mode == "r":
+        r = jnp.linalg.qr(a, mode="r")
+        return jnp.zeros(_meta[0][0], a.dtype), r
+    return jnp.linalg.qr(a, mode=mode)
+
+
+@register(aten._linalg_svd.default, meta=True)
+def linalg_svd(a, full_matrices=False, compute_uv=True, driver=None, _meta=None):
+    if not compute_uv:
+        s = jnp.linalg.svd(a, compute_uv=False)
+        return jnp.zeros(_meta[0][0], a.dtype), s, jnp.zeros(_meta[2][0], a.dtype)
+    u, s, vh = jnp.linalg.svd(a, full_matrices=full_matrices)
+    return u, s, vh
+
+
+@register(aten._linalg_eigh.default, meta=True)
+def linalg_eigh(a, UPLO="L", compute_v=True, _meta=None):
+    w, v = jnp.linalg.eigh(a, UPLO=UPLO, symmetrize_input=False)
+    if not compute_v:
+        return w, jnp.zeros(_meta[1][0], a.dtype)
+    return w, v

@@ -1,0 +1,223 @@
+"""Matrix products and linear algebra against eager CPU PyTorch."""
+import math
+import warnings
+
+import pytest
+import torch
+
+from lazyxla import metrics
+from lazyxla.lowering.registry import LOWERINGS
+from lazyxla.testing import check, check_grad, to_cpu
+
+torch.manual_seed(0)
+
+F32, F64, BF16, I64 = torch.float32, torch.float64, torch.bfloat16, torch.int64
+DEV = "lazyxla"
+
+
+def make(shape, dtype=F32):
+    if not dtype.is_floating_point:
+        return torch.randint(-4, 5, shape, dtype=dtype)
+    return torch.randn(shape, dtype=dtype)
+
+
+OWN = {str(op).split(".")[1] for op, low in LOWERINGS.items()
+       if getattr(low.fn, "__module__", "").rsplit(".", 1)[-1] in ("reduction", "linalg")}
+
+
+def grad_check(fn, *args, **kw):
+    """check_grad, plus: none of this area's ops ran on the CPU fallback (others only warn)."""
+    before = set(metrics.executed_fallback_ops())
+    check_grad(fn, *args, **kw)
+    new = set(metrics.executed_fallback_ops()) - before
+    mine = sorted(n for n in new if n.split(".")[0].rstrip("_") in OWN)
+    assert not mine, f"ops of this area fell back to the CPU: {mine}"
+    if new:
+        warnings.warn(f"other ops fell back to the CPU: {sorted(new)}")
+
+
+def spd(n, dtype=F32, batch=()):
+    a = torch.randn(*batch, n, n, dtype=dtype)
+    return a @ a.transpose(-1, -2) + n * torch.eye(n, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------------------- products
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64])
+def test_products(dtype):
+    a, b, v = make((3, 4), dtype), make((4, 2), dtype), make((4,), dtype)
+    bb1, bb2 = make((2, 3, 4), dtype), make((2, 4, 2), dtype)
+    check(lambda a, b, v, bb1, bb2: (a @ b, a.mm(b), bb1 @ bb2, torch.bmm(bb1, bb2), a @ v, a.mv(v),
+                                     v @ v, torch.dot(v, v), torch.vdot(v, v), bb1 @ b), a, b, v, bb1, bb2)
+
+
+def test_products_bf16():
+    a, b = make((3, 8), BF16), make((8, 2), BF16)
+    check(lambda a, b: (a @ b, a.mm(b)), a, b, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1.5)])
+def test_add_products(beta, alpha):
+    m, a, b = make((3, 2)), make((3, 4)), make((4, 2))
+    if beta == 0:
+        m[0, 0] = math.nan  # beta == 0 ignores self entirely
+    bm, b1, b2 = make((2, 3, 2)), make((2, 3, 4)), make((2, 4, 2))
+    v3, v4 = make((3,)), make((4,))
+    if beta == 0:
+        v3[1] = math.inf
+    check(lambda m, a, b, bm, b1, b2, v3, v4: (
+        torch.addmm(m, a, b, beta=beta, alpha=alpha),
+        torch.baddbmm(bm, b1, b2, beta=beta, alpha=alpha),
+        torch.addbmm(m, b1, b2, beta=beta, alpha=alpha),
+        torch.addmv(v3, a, v4, beta=beta, alpha=alpha),
+        torch.addr(a, v3, v4, beta=beta, alpha=alpha),
+        torch.outer(v3, v4), torch.nn.functional.linear(a, b.T, v3[:2]),
+    ), m, a, b, bm, b1, b2, v3, v4)
+
+
+def test_add_products_int_and_broadcast():
+    m, a, b = make((1, 2), I64), make((3, 4), I64), make((4, 2), I64)
+    check(lambda m, a, b: (torch.addmm(m, a, b), torch.addmm(m, a, b, beta=2, alpha=3)), m, a, b)
+    check(lambda v, a, b: torch.addmm(v, a, b), make((2,)), make((3, 4)), make((4, 2)))
+
+
+def test_einsum_tensordot_kron():
+    a, b = make((2, 3)), make((3, 4))
+    check(lambda a, b: (torch.einsum("ij,jk->ik", a, b), torch.tensordot(a, b, 1), torch.kron(a, b)), a, b)
+
+
+@pytest.mark.parametrize("name,fn,shapes", [
+    ("mm", lambda a, b: a @ b, [(3, 4), (4, 2)]),
+    ("bmm", lambda a, b: torch.bmm(a, b), [(2, 3, 4), (2, 4, 2)]),
+    ("addmm", lambda m, a, b: torch.addmm(m, a, b, beta=0.5, alpha=2.0), [(3, 2), (3, 4), (4, 2)]),
+    ("baddbmm", lambda m, a, b: torch.baddbmm(m, a, b), [(2, 3, 2), (2, 3, 4), (2, 4, 2)]),
+    ("mv", lambda a, v: a @ v, [(3, 4), (4,)]),
+    ("dot", lambda u, v: u @ v, [(4,), (4,)]),
+    ("linear", lambda x, w, b: torch.nn.functional.linear(x, w, b), [(2, 4), (3, 4), (3,)]),
+    ("matmul3d", lambda a, b: a @ b, [(2, 3, 4), (4, 2)]),
+])
+def test_product_grads(name, fn, shapes):
+    grad_check(fn, *[make(s) for s in shapes])
+
+
+# --------------------------------------------------------------------------------- triangular & co
+
+@pytest.mark.parametrize("k", [0, 1, -1, 5])
+@pytest.mark.parametrize("dtype", [F32, I64, torch.bool])
+def test_triu_tril(k, dtype):
+    x = make((2, 3, 4), dtype) if dtype != torch.bool else torch.rand(2, 3, 4) > 0.5
+    check(lambda x: (x.triu(k), x.tril(k)), x)
+
+
+@pytest.mark.parametrize("dtype", [F32, I64])
+def test_trace_diag(dtype):
+    x = make((3, 4), dtype)
+    check(lambda x: (x.trace(), torch.diag(x), torch.diag(x[0]), torch.diag(x[0], 1)), x)
+
+
+@pytest.mark.parametrize("offset,d1,d2", [(0, -2, -1), (1, 0, 2), (-2, 2, 0)])
+def test_diag_embed(offset, d1, d2):
+    x = make((2, 3))
+    check(lambda x: torch.diag_embed(x, offset, d1, d2), x)
+
+
+def test_cross():
+    a, b = make((4, 3)), make((4, 3))
+    check(lambda a, b: (torch.linalg.cross(a, b), torch.cross(a, b, dim=1), torch.linalg.cross(a, b[:1])), a, b)
+    check(lambda a, b: torch.linalg.cross(a, b, dim=0), make((3, 2)), make((3, 2)))
+    grad_check(lambda a, b: torch.linalg.cross(a, b), a, b)
+
+
+def test_triu_trace_grads():
+    grad_check(lambda x: x.triu(1) * 2, make((3, 3)))
+    grad_check(lambda x: x.trace(), make((3, 3)))
+
+
+# ----------------------------------------------------------------------------------------- LAPACK
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_det_inv_solve(dtype):
+    a = make((3, 3), dtype) + 3 * torch.eye(3, dtype=dtype)
+    ab = make((2, 3, 3), dtype) + 3 * torch.eye(3, dtype=dtype)
+    b, v = make((3, 2), dtype), make((3,), dtype)
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype == F32 else {}
+    check(lambda a, ab, b, v: (torch.linalg.det(a), torch.linalg.det(ab), torch.det(a),
+                               torch.linalg.slogdet(ab),
+                               torch.linalg.inv(a), torch.linalg.inv(ab), torch.inverse(a),
+                               torch.linalg.solve(a, b), torch.linalg.solve(a, v), torch.linalg.solve(ab, b),
+                               torch.linalg.solve(a, b.T, left=False)), a, ab, b, v, **tol)
+
+
+def test_det_singular_and_empty():
+    check(lambda a: (torch.linalg.det(a), torch.linalg.slogdet(a)), torch.ones(3, 3), atol=1e-5, rtol=1e-5)
+    check(lambda a: (torch.linalg.det(a), torch.linalg.slogdet(a)), torch.zeros(0, 0))
+
+
+def test_cholesky_triangular():
+    a, ab = spd(3, F64), spd(3, F64, (2,))
+    b = make((3, 2), F64)
+    check(lambda a, ab, b: (torch.linalg.cholesky(a), torch.linalg.cholesky(ab, upper=True), torch.cholesky(a),
+                            torch.linalg.cholesky_ex(a).info,
+                            torch.linalg.solve_triangular(a.tril(), b, upper=False),
+                            torch.linalg.solve_triangular(a.triu(), b, upper=True),
+                            torch.linalg.solve_triangular(a.tril(), b.T, upper=False, left=False),
+                            torch.linalg.solve_triangular(a.tril(), b, upper=False, unitriangular=True)),
+          a, ab, b)
+
+
+def _to_dev_call(fn, *args):
+    return to_cpu(fn(*[x.to(DEV) for x in args]))
+
+
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 4, 3)])
+def test_qr(mode, shape):
+    a = make(shape, F64)
+    q, r = _to_dev_call(lambda a: torch.linalg.qr(a, mode=mode), a)
+    qe, re = torch.linalg.qr(a, mode=mode)
+    assert q.shape == qe.shape and r.shape == re.shape
+    torch.testing.assert_close(r.abs(), re.abs())  # up to the signs of R's rows
+    if mode != "r":
+        torch.testing.assert_close(q @ r, a)
+
+
+@pytest.mark.parametrize("full", [False, True])
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 3, 3)])
+def test_svd(full, shape):
+    a = make(shape, F64)
+    u, s, vh = _to_dev_call(lambda a: torch.linalg.svd(a, full_matrices=full), a)
+    ue, se, vhe = torch.linalg.svd(a, full_matrices=full)
+    assert (u.shape, s.shape, vh.shape) == (ue.shape, se.shape, vhe.shape)
+    torch.testing.assert_close(s, se)
+    k = s.shape[-1]
+    torch.testing.assert_close((u[..., :k] * s[..., None, :]) @ vh[..., :k, :], a)
+    check(lambda a: torch.linalg.svdvals(a), a)
+    check(lambda a: torch.linalg.matrix_norm(a, "nuc"), a)
+
+
+def test_eigh():
+    a = spd(4, F64)
+    w, v = _to_dev_call(lambda a: torch.linalg.eigh(a), a)
+    we, ve = torch.linalg.eigh(a)
+    torch.testing.assert_close(w, we)
+    torch.testing.assert_close((v * w[None, :]) @ v.T, a)
+    torch.testing.assert_close(torch.abs(v), torch.abs(ve))
+    check(lambda a: (torch.linalg.eigvalsh(a), torch.linalg.eigvalsh(a, UPLO="U")), a)
+
+
+def test_lu_factor_solve():
+    a, b = make((2, 3, 3), F64), make((2, 3, 2), F64)
+    check(lambda a, b: (torch.linalg.lu_factor(a),
+                        torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b),
+                        torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, adjoint=True),
+                        torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b.mT, left=False),
+                        torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b.mT, left=False, adjoint=True)), a, b)
+
+
+def test_linalg_grads():
+    a = make((3, 3), F64) + 3 * torch.eye(3, dtype=F64)
+    grad_check(lambda a: torch.linalg.det(a), a)
+    grad_check(lambda a: torch.linalg.slogdet(a).logabsdet, a)
+    grad_check(lambda a: torch.linalg.inv(a), a)
+    grad_check(lambda a, b: torch.linalg.solve(a, b), a, make((3, 2), F64))
+    grad_check(lambda a: torch.linalg.cholesky(a @ a.T), a)

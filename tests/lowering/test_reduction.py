@@ -1,0 +1,342 @@
+"""Reductions, scans, softmax, sorting and selection against eager CPU PyTorch."""
+import math
+import warnings
+
+import pytest
+import torch
+
+from lazyxla import metrics
+from lazyxla.lowering.registry import LOWERINGS
+from lazyxla.testing import check, check_grad
+
+torch.manual_seed(0)
+
+F32, F64, BF16, I64, BOOL = torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool
+
+
+def make(shape, dtype=F32, nan=False, ties=False):
+    if dtype == BOOL:
+        return torch.randint(0, 2, shape).bool()
+    if not dtype.is_floating_point:
+        return torch.randint(-4, 5, shape, dtype=dtype)
+    x = torch.randint(-3, 4, shape).to(dtype) if ties else torch.randn(shape, dtype=dtype)
+    if nan and x.numel() > 1:
+        x.view(-1)[1] = float("nan")
+    return x
+
+
+def _own_ops(modules):
+    return {str(op).split(".")[1] for op, low in LOWERINGS.items()
+            if getattr(low.fn, "__module__", "").rsplit(".", 1)[-1] in modules}
+
+
+OWN = _own_ops(("reduction", "linalg"))
+
+
+def grad_check(fn, *args, **kw):
+    """check_grad, plus: none of this area's ops (forward or backward) ran on the CPU fallback.
+    Fallbacks of ops owned by other lowering modules are reported as warnings only."""
+    before = set(metrics.executed_fallback_ops())
+    check_grad(fn, *args, **kw)
+    new = set(metrics.executed_fallback_ops()) - before
+    mine = sorted(n for n in new if n.split(".")[0].rstrip("_") in OWN)
+    assert not mine, f"ops of this area fell back to the CPU: {mine}"
+    if new:
+        warnings.warn(f"other ops fell back to the CPU: {sorted(new)}")
+
+
+# ----------------------------------------------------------------------------- sum / mean / prod
+
+@pytest.mark.parametrize("dtype", [F32, F64, BF16, I64, BOOL])
+def test_sum_all(dtype):
+    check(lambda x: x.sum(), make((3, 4), dtype), atol=1e-2 if dtype == BF16 else None,
+          rtol=1e-2 if dtype == BF16 else None)
+
+
+@pytest.mark.parametrize("dim,keepdim", [(1, False), (-1, True), ((0, 1), False), ((0, -1), True), (0, False)])
+@pytest.mark.parametrize("dtype", [F32, I64])
+def test_sum_dim(dim, keepdim, dtype):
+    check(lambda x: x.sum(dim, keepdim=keepdim), make((2, 3, 4), dtype))
+
+
+def test_sum_dtype_and_edge():
+    x = make((3, 4))
+    check(lambda x: x.sum(1, dtype=torch.float64), x)
+    check(lambda x: x.sum(dtype=torch.float64), make((3, 4), I64))
+    check(lambda x: torch.ops.aten.sum.dim_IntList(x, []), x)
+    check(lambda x: x.sum(0), torch.tensor(2.5))
+    check(lambda x: x.sum(1), torch.zeros(3, 0))
+    check(lambda x: x.sum(1), make((3, 4), BF16), atol=1e-2, rtol=1e-2)
+    check(lambda x: x.nansum(), make((3, 4), nan=True))
+    check(lambda x: x.nansum(1, keepdim=True), make((3, 4), nan=True))
+
+
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (1, False), (-1, True), ((0, 2), False)])
+def test_mean(dim, keepdim):
+    x = make((2, 3, 4))
+    check(lambda x: x.mean() if dim is None else x.mean(dim, keepdim=keepdim), x)
+
+
+def test_mean_edge():
+    check(lambda x: x.mean(dtype=torch.float32), make((3, 4), I64))
+    check(lambda x: x.mean(0), make((3, 4), BF16), atol=1e-2, rtol=1e-2)
+    check(lambda x: x.mean(), torch.zeros(0))
+    check(lambda x: x.mean(1), make((3, 4), nan=True))
+    with pytest.raises(RuntimeError):
+        check(lambda x: x.mean(), make((3,), I64))
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+def test_prod(dtype):
+    x = make((3, 4), dtype)
+    check(lambda x: x.prod(), x)
+    check(lambda x: x.prod(-1, keepdim=True), x)
+    check(lambda x: x.prod(0, dtype=torch.float64), x)
+
+
+# ---------------------------------------------------------------------------- amax / max / arg*
+
+@pytest.mark.parametrize("nan", [False, True])
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+def test_amax_amin(dtype, nan):
+    if nan and dtype != F32:
+        pytest.skip("no NaN")
+    x = make((3, 4), dtype, nan=nan)
+    check(lambda x: (x.amax(), x.amin(), x.amax(1), x.amin(-1, keepdim=True), x.amax((0, 1))), x)
+
+
+@pytest.mark.parametrize("ties,nan", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("dim,keepdim", [(0, False), (-1, True), (1, False)])
+def test_max_min_dim(dim, keepdim, ties, nan):
+    x = make((3, 5), ties=ties, nan=nan)
+    check(lambda x: (x.max(dim, keepdim), x.min(dim, keepdim)), x)
+    check(lambda x: (x.argmax(dim, keepdim), x.argmin(dim, keepdim)), x)
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+def test_max_min_full_and_arg(dtype):
+    x = make((3, 4), dtype, ties=True)
+    check(lambda x: (x.max(), x.min()), x)
+    if dtype != BOOL:
+        check(lambda x: (x.argmax(), x.argmin(), x.argmax(keepdim=True), x.max(1)), x)
+    check(lambda x: (x.aminmax(), x.aminmax(dim=0), x.aminmax(dim=-1, keepdim=True)), x)
+
+
+def test_max_nan_full_and_0d():
+    x = make((3, 4), nan=True)
+    check(lambda x: (x.max(), x.min(), x.argmax(), x.aminmax()), x)
+    s = torch.tensor(3.0)
+    check(lambda s: (s.max(0), s.argmax(), s.amax(), s.sum(-1)), s)
+
+
+# ------------------------------------------------------------------------------------- var / std
+
+@pytest.mark.parametrize("dim,corr,keepdim", [(None, 1, False), (1, 0, False), ((0, 2), 1, True),
+                                              (-1, 2, False), (None, 0, True)])
+def test_var_std(dim, corr, keepdim):
+    x = make((2, 3, 4))
+    check(lambda x: (x.var(dim, correction=corr, keepdim=keepdim), x.std(dim, correction=corr, keepdim=keepdim),
+                     torch.var_mean(x, dim, correction=corr, keepdim=keepdim),
+                     torch.std_mean(x, dim, correction=corr, keepdim=keepdim)), x)
+
+
+def test_var_edge():
+    check(lambda x: (x.var(unbiased=False), x.std(1, unbiased=True)), make((3, 4), F64))
+    check(lambda x: x.var(1), make((3, 4), BF16), atol=2e-2, rtol=2e-2)
+    check(lambda x: x.var(), torch.tensor([1.5]))  # N - correction == 0: nan
+    check(lambda x: x.std(1), make((3, 4), nan=True))
+
+
+# --------------------------------------------------------------------------------------- all/any
+
+@pytest.mark.parametrize("dtype", [BOOL, F32, I64])
+def test_all_any(dtype):
+    x = make((3, 4), dtype)
+    if dtype == F32:
+        x[0, 0] = 0
+    check(lambda x: (x.all(), x.any(), x.all(1), x.any(-1, keepdim=True),
+                     torch.all(x, dim=(0, 1)), torch.any(x, dim=(0,), keepdim=True)), x)
+    check(lambda x: (torch.ops.aten.all.dims(x, []), torch.ops.aten.any.dims(x, None)), x)
+
+
+def test_all_any_empty_and_uint8():
+    check(lambda x: (x.all(), x.any(), x.all(0)), torch.zeros(0, 3, dtype=BOOL))
+    check(lambda x: (x.all(), x.any(1)), torch.tensor([[0, 3], [1, 1]], dtype=torch.uint8))
+
+
+def test_count_nonzero():
+    x = make((3, 4), I64)
+    check(lambda x: (x.count_nonzero(), x.count_nonzero(1), x.count_nonzero((0, 1))), x)
+
+
+# ------------------------------------------------------------------------------------------ norms
+
+@pytest.mark.parametrize("ord", [2, 1, 0, 3, 0.5, -1, math.inf, -math.inf])
+def test_vector_norm(ord):
+    x = make((3, 4))
+    x[0, 1] = 0
+    check(lambda x: (torch.linalg.vector_norm(x, ord), torch.linalg.vector_norm(x, ord, dim=1, keepdim=True)), x)
+
+
+def test_norm_variants():
+    x = make((3, 4))
+    check(lambda x: (x.norm(), x.norm(p=1, dim=1), torch.norm(x, p="fro"), x.norm(dim=(0, 1)),
+                     torch.linalg.vector_norm(x, dtype=torch.float64),
+                     torch.ops.aten.norm.Scalar(x, 3), torch.ops.aten.norm.ScalarOpt_dim(x, None, [1])), x)
+    check(lambda x: torch.linalg.vector_norm(x), make((5,), BF16), atol=2e-2, rtol=2e-2)
+    check(lambda x: torch.linalg.vector_norm(x, dim=0), make((4, 3), nan=True))
+    check(lambda x: torch.linalg.matrix_norm(x), x)
+
+
+@pytest.mark.parametrize("dim,keepdim", [(1, False), ((0, 1), True), (-1, True)])
+def test_logsumexp(dim, keepdim):
+    x = make((3, 4))
+    x[0] = -math.inf
+    x[1, 2] = math.inf
+    check(lambda x: x.logsumexp(dim, keepdim=keepdim), x)
+    check(lambda x: x.logsumexp(1), make((3, 4), I64))
+    check(lambda x: x.logsumexp(1), make((3, 4), nan=True))
+
+
+# ---------------------------------------------------------------------------------------- softmax
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax(dim):
+    x = make((3, 4))
+    check(lambda x: (x.softmax(dim), x.log_softmax(dim)), x)
+
+
+def test_softmax_edge():
+    x = make((3, 4), nan=True)
+    x[2] = -math.inf
+    check(lambda x: (x.softmax(1), x.log_softmax(1)), x)
+    check(lambda x: (x.softmax(1), x.log_softmax(1)), make((3, 4), BF16), atol=1e-2, rtol=1e-2)
+    check(lambda x: x.softmax(1, dtype=torch.float32), make((3, 4), BF16))
+    check(lambda x: (x.softmax(0), x.log_softmax(-1)), torch.tensor(1.5))
+    check(lambda x: x.softmax(1), torch.zeros(2, 0))
+
+
+@pytest.mark.parametrize("fn", [lambda x, w: x.softmax(1) * w, lambda x, w: x.log_softmax(-1) * w,
+                                lambda x, w: (x.softmax(0) * x).sum(0)])
+def test_softmax_grad(fn):
+    grad_check(fn, make((3, 4)), make((4,)))
+
+
+def test_softmax_backward_ops():
+    g, y = make((3, 4)), make((3, 4)).softmax(1)
+    check(lambda g, y, ly: (torch.ops.aten._softmax_backward_data(g, y, 1, torch.float32),
+                            torch.ops.aten._log_softmax_backward_data(g, ly, -1, torch.float32)), g, y, y.log())
+
+
+# ------------------------------------------------------------------------------------------ scans
+
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_cumsum_cumprod(dtype, dim):
+    x = make((3, 4), dtype)
+    check(lambda x: (x.cumsum(dim), x.cumprod(dim)), x)
+
+
+def test_scans_edge():
+    check(lambda x: (x.cumsum(0, dtype=torch.float64), x.cumsum(1)), make((3, 4), BF16), atol=5e-2, rtol=2e-2)
+    check(lambda x: (x.cumsum(0), x.cumprod(0), x.logcumsumexp(0)), torch.tensor(2.0))
+    check(lambda x: x.cumsum(1), torch.zeros(2, 0))
+    x = make((3, 5))
+    x[0, 2] = -math.inf
+    x[1, :] = -math.inf
+    x[2, 3] = math.inf
+    check(lambda x: (x.logcumsumexp(1), x.logcumsumexp(0)), x)
+
+
+@pytest.mark.parametrize("ties,nan", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("dtype", [F32, I64])
+def test_cummax_cummin(ties, nan, dtype):
+    if dtype != F32 and nan:
+        pytest.skip("no NaN")
+    x = make((3, 6), dtype, ties=ties, nan=nan)
+    if nan:
+        x[2, 4] = math.nan
+    check(lambda x: (x.cummax(1), x.cummin(1), x.cummax(0), x.cummin(-1)), x)
+
+
+# ----------------------------------------------------------------------------------------- sorting
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_sort_stable(dtype, descending, dim):
+    x = make((4, 7), dtype, ties=True)
+    check(lambda x: x.sort(dim=dim, descending=descending, stable=True), x)
+    check(lambda x: x.argsort(dim=dim, descending=descending, stable=True), x)
+
+
+def test_sort_nan_and_signed_zero():
+    x = torch.tensor([[1.0, math.nan, -0.0, 0.0, -1.0, math.nan, math.inf, -math.inf]])
+    check(lambda x: (x.sort(), x.sort(descending=True), x.sort(stable=True, descending=True)), x)
+    check(lambda x: (x.sort(0), x.msort()), make((5,), ties=True))
+    check(lambda x: x.sort(), torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk(largest):
+    x = make((3, 8))
+    x[1, 3] = math.nan
+    check(lambda x: (x.topk(3, largest=largest), x.topk(2, dim=0, largest=largest)), x)
+    # ties: CPU index order is an nth_element artifact (unspecified); values must match and the
+    # indices must point at them
+    xi = make((3, 8), I64, ties=True)
+    check(lambda x: x.topk(3, largest=largest).values, xi)
+    got = torch.topk(xi.to("lazyxla"), 3, largest=largest)
+    torch.testing.assert_close(xi.gather(1, got.indices.cpu()), got.values.cpu())
+    # sorted=False: same set of values
+    exp = torch.topk(x, 3, largest=largest, sorted=False).values.sort(1).values
+    got = torch.topk(x.to("lazyxla"), 3, largest=largest, sorted=False).values.cpu().sort(1).values
+    torch.testing.assert_close(got, exp, equal_nan=True)
+
+
+def test_kthvalue():
+    x = make((3, 6))
+    check(lambda x: (x.kthvalue(2), x.kthvalue(1, 0, keepdim=True), x.kthvalue(6, -1)), x)
+
+
+def test_median():
+    x = make((3, 6))
+    check(lambda x: (x.median(), x.median(1), x.median(0, keepdim=True), x.nanmedian(), x.nanmedian(1)), x)
+    y = make((3, 5), I64)
+    check(lambda y: (y.median(), y.nanmedian()), y)
+    z = make((4, 5))
+    z[0, 1] = z[0, 3] = math.nan
+    z[3, 0] = math.nan
+    check(lambda z: (z.median(), z.median(1), z.nanmedian(), z.nanmedian(1)), z)
+    z[2, :] = math.nan  # all-NaN row: value NaN (the CPU index there is unspecified)
+    check(lambda z: (z.median(), z.median(1), z.nanmedian(), z.nanmedian(1).values), z)
+
+
+def test_mode():
+    x = torch.tensor([[1, 3, 3, 2, 2, 5], [4, 4, 4, 1, 4, 0], [7, 6, 5, 4, 3, 2]])
+    check(lambda x: (x.mode(), x.mode(0), x.mode(1, keepdim=True)), x)
+    check(lambda x: x.mode(), x.float())
+
+
+# -------------------------------------------------------------------------------------- gradients
+
+@pytest.mark.parametrize("name,fn", [
+    ("sum", lambda x: x.sum(1)),
+    ("mean", lambda x: x.mean((0, 1), keepdim=True)),
+    ("amax", lambda x: x.amax(1)),
+    ("max_dim", lambda x: x.max(1).values * 2),
+    ("var", lambda x: x.var(1)),
+    ("std", lambda x: x.std()),
+    ("norm", lambda x: torch.linalg.vector_norm(x, dim=1)),
+    ("logsumexp", lambda x: x.logsumexp(1)),
+    ("cumsum", lambda x, w: x.cumsum(1) * w),
+    ("cumprod", lambda x: x.cumprod(0)),
+    ("prod", lambda x: x.prod(1)),
+    ("sort", lambda x, w: x.sort(1).values * w),
+    ("topk", lambda x: x.topk(2).values),
+])
+def test_reduction_grads(name, fn):
+    if fn.__code__.co_argcount == 2:
+        grad_check(fn, make((3, 4)), make((4,)))
+    else:
+        grad_check(fn, make((3, 4)))
