@@ -115,8 +115,47 @@ def outputs_for(node_or_spec_node, spec):
     return tuple(outs)
 
 
+class PendingBudget:
+    """Recordings keep their inputs alive; a program that never syncs would grow without bound.
+    After `limit` recorded ops without a full sync (env LAZYXLA_MAX_PENDING_OPS, default 200000,
+    0 disables) everything pending is executed (counter AutoSync). The bridge suspends this while
+    it traces a graph."""
+    def __init__(self):
+        import os
+        try:
+            self.limit = int(os.environ.get("LAZYXLA_MAX_PENDING_OPS", "200000"))
+        except ValueError:
+            self.limit = 200000
+        self.count = 0
+        self.suspended = 0
+
+    def tick(self):
+        self.count += 1
+        if self.count > self.limit > 0 and not self.suspended:
+            from lazyxla import metrics
+            from lazyxla.runtime import executor
+            metrics.counter_inc("AutoSync")
+            executor.sync_all()
+
+
+BUDGET = PendingBudget()
+
+
+def _reset_budget():
+    BUDGET.count = 0
+
+
+def _install():
+    from lazyxla.runtime import executor
+    executor._sync_listeners.append(_reset_budget)
+
+
+_install()
+
+
 def record_node(op, low: Lowering, args, kwargs):
     """The IR node of a functional op call, and its output spec."""
+    BUDGET.tick()
     inputs, attrs, key = convert_args(op, args, kwargs)
     spec = meta.infer(op, key, args, kwargs)
     if low.random:

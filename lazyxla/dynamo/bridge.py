@@ -15,7 +15,7 @@ import os
 import torch
 
 from lazyxla import metrics
-from lazyxla.device import rng
+from lazyxla.device import dispatch, rng
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
 from lazyxla.ir.node import DATA, data_node
@@ -57,6 +57,7 @@ def extract(gm, args, name="graph") -> Extracted:
                                "inputs to lazyxla.device()")
     roots_of_args = {id(buf.state_of(a).root): j for j, a in enumerate(args) if _is_lazy(a)}
     rng_state = rng.get_state()  # the trace's random ops must not consume the device RNG
+    dispatch.BUDGET.suspended += 1  # a trace must never execute
     try:
         outs = gm(*args)
         container = type(outs) if isinstance(outs, (tuple, list)) else None
@@ -91,6 +92,7 @@ def extract(gm, args, name="graph") -> Extracted:
     finally:
         executor.clear_pending_ir()  # undo the trace: mutated inputs revert to their data
         rng.set_state(rng_state)
+        dispatch.BUDGET.suspended -= 1
     return Extracted(h, matcher, handler, tuple(mut_slots), container)
 
 

@@ -119,8 +119,13 @@ def _scalar_to_data(node):
         return data_node(jax.device_put(param_value(node)), node.dtype)
 
 
+_sync_listeners: list = []  # called after every full sync (the device resets its op budget)
+
+
 def sync_all() -> None:
     metrics.counter_inc("MarkStep")
+    for fn in _sync_listeners:
+        fn()
     sync_buffers(list(buf.PENDING))
 
 

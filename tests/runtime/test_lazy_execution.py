@@ -54,6 +54,7 @@ def test_same_program_is_compiled_once(fresh_metrics):
     d = lazyxla.device()
     w = torch.ones(4, 4, device=d)
     lazyxla.sync()
+    metrics.clear_counters()
     for i in range(5):
         w = w * 0.5 + 1
         lazyxla.sync()
@@ -77,3 +78,28 @@ def test_data_dependent_control_flow():
         s = s - 1
         steps += 1
     assert steps == 2
+
+
+def test_pending_recording_is_bounded(fresh_metrics, monkeypatch):
+    from lazyxla.device import dispatch
+    monkeypatch.setattr(dispatch.BUDGET, "limit", 50)
+    lazyxla.sync()
+    x = torch.zeros(2, device=lazyxla.device())
+    for _ in range(120):
+        x = x + 1
+    assert metrics.counter_value("AutoSync") == 2
+    assert x.cpu().tolist() == [120.0, 120.0]
+
+
+def test_tied_weights_stay_tied_with_swap_on_conversion():
+    lin = torch.nn.Linear(4, 4, bias=False)
+    seq = torch.nn.Sequential(lin, torch.nn.ReLU(), lin)
+    old = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        seq.to(lazyxla.device())
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(old)
+    assert seq[0].weight is seq[2].weight
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(seq(x.to(lazyxla.device())).cpu(), seq.cpu()(x))
