@@ -1,41 +1,549 @@
-"""Elementwise ops. Results are cast to PyTorch's result dtype by the registry."""
+"""Elementwise ops. Results are cast to PyTorch's result dtype by the registry.
+
+Conventions here, to match eager CPU PyTorch:
+- Arithmetic computes in the *result* dtype (from `_meta`), with bfloat16/float16 widened to float32
+  ("opmath", as PyTorch's CPU kernels do) and rounded once by the registry's final cast. Inputs
+  (and Scalar arguments, which arrive as weak 0-d arrays) are cast to that dtype first, so integer
+  tensors meet float scalars the way PyTorch's type promotion says.
+- Comparisons compute in PyTorch's promoted dtype of their inputs (`result_type`), which the meta
+  result (bool) does not tell.
+- Integer division, remainder, power and shifts follow the C++ kernels' formulas (floor/trunc
+  rounding, remainder sign of the divisor, int power by negative exponents, out-of-range shifts).
+"""
 from __future__ import annotations
 
-import jax.numpy as jnp
+import math
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from lazyxla.jaxenv import np_dtype
 from .registry import aten, register
 
-
-@register(aten.add.Tensor, aten.add.Scalar)
-def add(x, y, alpha=1):
-    return x + y * alpha if not (isinstance(alpha, int) and alpha == 1) else x + y
+_F32 = np.dtype(np.float32)
+_HALF = {np.dtype(jnp.bfloat16), np.dtype(np.float16)}
 
 
-@register(aten.sub.Tensor, aten.sub.Scalar)
-def sub(x, y, alpha=1):
-    return x - y * alpha if not (isinstance(alpha, int) and alpha == 1) else x - y
+# ---------------------------------------------------------------- dtype helpers
+
+def out_dtype(_meta, i=0):
+    return np_dtype(_meta[i][1])
 
 
-@register(aten.mul.Tensor, aten.mul.Scalar)
-def mul(x, y):
+def opmath(dt):
+    """The dtype PyTorch's CPU kernels compute `dt` in."""
+    dt = np.dtype(dt)
+    return _F32 if dt in _HALF else dt
+
+
+def is_float(dt):
+    return jnp.issubdtype(dt, jnp.floating)
+
+
+def is_int(dt):
+    return jnp.issubdtype(dt, jnp.integer)
+
+
+def is_bool(dt):
+    return np.dtype(dt) == np.bool_
+
+
+def cast(dt, *xs):
+    """Each of xs (array, Python scalar or None) as an array of dtype dt."""
+    out = tuple(None if x is None else lax.convert_element_type(jnp.asarray(x), dt) for x in xs)
+    return out[0] if len(out) == 1 else out
+
+
+def compute(_meta, *xs):
+    """xs cast to the opmath dtype of the op's result."""
+    return cast(opmath(out_dtype(_meta)), *xs)
+
+
+def _is_weak(x):
+    try:
+        return bool(jax.core.get_aval(x).weak_type)
+    except Exception:  # a Python scalar
+        return not hasattr(x, "dtype")
+
+
+def _category(dt):
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return 0
+    if jnp.issubdtype(dt, jnp.integer):
+        return 1
+    if jnp.issubdtype(dt, jnp.floating):
+        return 2
+    return 3
+
+
+def _wrapped_default(dt):
+    return {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: _F32, 3: np.dtype(np.complex64)}[_category(dt)]
+
+
+def _combine(higher, lower):
+    """c10's combine_categories: a lower tier only matters when its category is higher."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if _category(higher) == 3:
+        return higher
+    if _category(lower) == 3:
+        return np.dtype(np.complex128) if higher == np.float64 else np.dtype(np.complex64) \
+            if _category(higher) == 2 else lower
+    if _category(higher) == 2:
+        return higher
+    if _category(higher) == 0 or _category(lower) == 2:
+        return np.dtype(jnp.promote_types(higher, lower))
+    return higher
+
+
+def result_type(*xs):
+    """torch.result_type of the arguments: tensors with dims, then 0-d tensors, then Python scalars
+    (weakly typed arrays), each lower tier counting only if of a higher category."""
+    tiers = [None, None, None]
+    for x in xs:
+        if x is None:
+            continue
+        if _is_weak(x):
+            tier, dt = 2, _wrapped_default(jnp.asarray(x).dtype)
+        else:
+            tier, dt = (1 if x.ndim == 0 else 0), np.dtype(x.dtype)
+        tiers[tier] = dt if tiers[tier] is None else np.dtype(jnp.promote_types(tiers[tier], dt))
+    return _combine(tiers[0], _combine(tiers[1], tiers[2]))
+
+
+# ---------------------------------------------------------------- unary
+
+def _unary(*ops, ints=None):
+    """Register fn(x) computed in the opmath of the result dtype. `ints`: what an integer or bool
+    input gives when the result keeps its dtype (e.g. identity for floor)."""
+    def deco(fn):
+        def low(x, *args, _meta):
+            dt = out_dtype(_meta)
+            if ints is not None and not is_float(dt):
+                return ints(cast(dt, x))
+            return fn(compute(_meta, x), *args)
+        register(*ops, meta=True)(low)
+        return fn
+    return deco
+
+
+_ident = lambda x: x  # noqa: E731
+
+_SIMPLE = {
+    aten.exp.default: jnp.exp, aten.exp2.default: jnp.exp2, aten.expm1.default: jnp.expm1,
+    aten.log.default: jnp.log, aten.log2.default: jnp.log2, aten.log10.default: jnp.log10,
+    aten.log1p.default: jnp.log1p, aten.sqrt.default: jnp.sqrt, aten.rsqrt.default: lax.rsqrt,
+    aten.sin.default: jnp.sin, aten.cos.default: jnp.cos, aten.tan.default: jnp.tan,
+    aten.asin.default: jnp.arcsin, aten.acos.default: jnp.arccos, aten.atan.default: jnp.arctan,
+    aten.sinh.default: jnp.sinh, aten.cosh.default: jnp.cosh, aten.tanh.default: jnp.tanh,
+    aten.asinh.default: jnp.arcsinh, aten.acosh.default: jnp.arccosh, aten.atanh.default: jnp.arctanh,
+    aten.sigmoid.default: lambda x: 1 / (1 + jnp.exp(-x)),
+    aten.erf.default: lax.erf, aten.erfc.default: lax.erfc, aten.erfinv.default: lax.erf_inv,
+    aten.lgamma.default: lax.lgamma,
+    aten.reciprocal.default: lambda x: 1 / x,
+    aten.frac.default: lambda x: x - jnp.trunc(x),
+    aten.i0.default: lambda x: lax.bessel_i0e(x) * jnp.exp(jnp.abs(x)),
+    aten.special_i0e.default: lax.bessel_i0e,
+    aten.special_i1.default: lambda x: lax.bessel_i1e(x) * jnp.exp(jnp.abs(x)),
+}
+for _op, _fn in _SIMPLE.items():
+    _unary(_op)(_fn)
+
+_unary(aten.floor.default, ints=_ident)(jnp.floor)
+_unary(aten.ceil.default, ints=_ident)(jnp.ceil)
+_unary(aten.trunc.default, ints=_ident)(jnp.trunc)
+_unary(aten.round.default, ints=_ident)(jnp.round)  # half to even, as nearbyint
+_unary(aten.abs.default, ints=lambda x: x if is_bool(x.dtype) else jnp.abs(x))(jnp.abs)
+_unary(aten.neg.default, ints=lambda x: -x)(lambda x: -x)
+_relu = lambda x: jnp.maximum(x, jnp.zeros((), x.dtype))  # noqa: E731  (NaN-propagating)
+_unary(aten.relu.default, ints=_relu)(_relu)
+
+
+def _sign(x):
+    if is_bool(x.dtype):
+        return x
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)  # sign(nan) == 0, as PyTorch
+
+
+_unary(aten.sign.default, aten.sgn.default, ints=_sign)(_sign)
+
+
+@register(aten.round.decimals, meta=True)
+def round_decimals(x, decimals=0, _meta=None):
+    x = compute(_meta, x)
+    if decimals == 0:
+        return jnp.round(x)
+    ten = jnp.asarray(10.0 ** abs(decimals), x.dtype)
+    return jnp.round(x / ten) * ten if decimals < 0 else jnp.round(x * ten) / ten
+
+
+@register(aten.logit.default, meta=True)
+def logit(x, eps=None, _meta=None):
+    x = compute(_meta, x)
+    if eps is not None:
+        x = jnp.clip(x, eps, 1 - eps)
+    return jnp.log(x / (1 - x))
+
+
+@register(aten.digamma.default, meta=True)
+def digamma(x, _meta):
+    x = compute(_meta, x)
+    # PyTorch: digamma(+-0) = -+inf (the limit from the other side), not NaN.
+    return jnp.where(x == 0, jnp.copysign(jnp.asarray(jnp.inf, x.dtype), -x), lax.digamma(x))
+
+
+@register(aten.sinc.default, meta=True)
+def sinc(x, _meta):
+    x = compute(_meta, x)
+    px = x * jnp.asarray(math.pi, x.dtype)
+    return jnp.where(x == 0, jnp.ones_like(x), jnp.sin(px) / jnp.where(x == 0, 1, px))
+
+
+@register(aten.bitwise_not.default)
+def bitwise_not(x):
+    return jnp.invert(x)
+
+
+@register(aten.logical_not.default)
+def logical_not(x):
+    return x == 0
+
+
+@register(aten.isnan.default)
+def isnan(x):
+    return x != x
+
+
+@register(aten.isinf.default)
+def isinf(x):
+    return jnp.isinf(x) if is_float(x.dtype) else jnp.zeros(x.shape, bool)
+
+
+@register(aten.isposinf.default)
+def isposinf(x):
+    return x == jnp.inf if is_float(x.dtype) else jnp.zeros(x.shape, bool)
+
+
+@register(aten.isneginf.default)
+def isneginf(x):
+    return x == -jnp.inf if is_float(x.dtype) else jnp.zeros(x.shape, bool)
+
+
+@register(aten.signbit.default)
+def signbit(x):
+    if is_float(x.dtype):
+        return jnp.signbit(x)
+    if is_bool(x.dtype) or not jnp.issubdtype(x.dtype, jnp.signedinteger):
+        return jnp.zeros(x.shape, bool)
+    return x < 0
+
+
+@register(aten.nan_to_num.default)
+def nan_to_num(x, nan=None, posinf=None, neginf=None):
+    if not is_float(x.dtype):
+        return x
+    fi = jnp.finfo(x.dtype)
+    nan = 0.0 if nan is None else nan
+    posinf = fi.max if posinf is None else posinf
+    neginf = fi.min if neginf is None else neginf
+    x = jnp.where(x != x, jnp.asarray(nan).astype(x.dtype), x)
+    x = jnp.where(x == jnp.inf, jnp.asarray(posinf).astype(x.dtype), x)
+    return jnp.where(x == -jnp.inf, jnp.asarray(neginf).astype(x.dtype), x)
+
+
+# ---------------------------------------------------------------- arithmetic
+
+@register(aten.add.Tensor, aten.add.Scalar, meta=True)
+def add(x, y, alpha=1, _meta=None):
+    x, y, alpha = compute(_meta, x, y, alpha)
+    return x + y * alpha
+
+
+@register(aten.sub.Tensor, aten.sub.Scalar, meta=True)
+def sub(x, y, alpha=1, _meta=None):
+    x, y, alpha = compute(_meta, x, y, alpha)
+    return x - y * alpha
+
+
+@register(aten.rsub.Tensor, aten.rsub.Scalar, meta=True)
+def rsub(x, y, alpha=1, _meta=None):
+    x, y, alpha = compute(_meta, x, y, alpha)
+    return y - x * alpha
+
+
+@register(aten.mul.Tensor, aten.mul.Scalar, meta=True)
+def mul(x, y, _meta):
+    x, y = compute(_meta, x, y)
     return x * y
 
 
-@register(aten.div.Tensor, aten.div.Scalar, meta=True)
-def div(x, y, _meta):
-    return jnp.true_divide(x, y)
+def _rem(x, y):
+    return lax.rem(*jnp.broadcast_arrays(x, y))
 
 
-@register(aten.neg.default)
-def neg(x):
-    return -x
+def _trunc_div(x, y):
+    x, y = jnp.broadcast_arrays(x, y)
+    return lax.div(x, y) if not is_float(x.dtype) else jnp.trunc(x / y)
 
 
-@register(aten.exp.default)
-def exp(x):
-    return jnp.exp(x)
+def _floor_div(x, y):
+    if is_bool(x.dtype):
+        return x & y
+    if not is_float(x.dtype):
+        x, y = jnp.broadcast_arrays(x, y)
+        q, r = lax.div(x, y), lax.rem(x, y)
+        return q - ((r != 0) & ((r < 0) != (y < 0))).astype(x.dtype)
+    # c10 div_floor_floating: exact quotient from fmod, then floor, corrected to nearest.
+    mod = _rem(x, y)
+    div = (x - mod) / y
+    div = jnp.where((mod != 0) & ((y < 0) != (mod < 0)), div - 1, div)
+    fl = jnp.floor(div)
+    fl = jnp.where(div - fl > 0.5, fl + 1, fl)
+    fl = jnp.where(div != 0, fl, jnp.copysign(jnp.zeros_like(div), x / y))
+    return jnp.where(y == 0, x / y, fl)
 
 
-@register(aten.relu.default)
-def relu(x):
-    return jnp.maximum(x, 0)
+@register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, meta=True)
+def div(x, y, rounding_mode=None, _meta=None):
+    x, y = compute(_meta, x, y)
+    if rounding_mode is None:
+        return x / y
+    if rounding_mode == "trunc":
+        return _trunc_div(x, y)
+    if rounding_mode == "floor":
+        return _floor_div(x, y)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+@register(aten.floor_divide.default, aten.floor_divide.Scalar, meta=True)
+def floor_divide(x, y, _meta):
+    return _floor_div(*compute(_meta, x, y))
+
+
+@register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor, meta=True)
+def remainder(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    r = _rem(x, y)  # C fmod / truncated remainder: sign of the dividend
+    return jnp.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
+
+
+@register(aten.fmod.Tensor, aten.fmod.Scalar, meta=True)
+def fmod(x, y, _meta):
+    return _rem(*compute(_meta, x, y))
+
+
+def _int_pow(x, y):
+    pos = jnp.power(x, jnp.where(y < 0, jnp.zeros_like(y), y))
+    one = jnp.ones_like(x)
+    odd = (y % 2) != 0
+    neg = jnp.where(x == 1, one, jnp.where(x == -1, jnp.where(odd, -one, one), jnp.zeros_like(x)))
+    return jnp.where(y < 0, neg, pos)
+
+
+@register(aten.pow.Tensor_Tensor, aten.pow.Scalar, meta=True)
+def pow(x, y, _meta):
+    dt = out_dtype(_meta)
+    if is_bool(dt):
+        return cast(dt, x) | ~cast(dt, y)
+    x, y = compute(_meta, x, y)
+    if is_int(dt):
+        return _int_pow(x, y)
+    return jnp.power(x, y)
+
+
+@register(aten.pow.Tensor_Scalar, meta=True)
+def pow_tensor_scalar(x, y, _meta):
+    out = pow(x, y, _meta=_meta)
+    if not is_float(out.dtype):
+        return out
+    # PyTorch's CPU kernel takes sqrt/rsqrt for exponents +-0.5: pow(-inf, 0.5) is NaN there.
+    x, y = compute(_meta, x, y)
+    return jnp.where(y == 0.5, jnp.sqrt(x), jnp.where(y == -0.5, lax.rsqrt(x), out))
+
+
+@register(aten.atan2.default, meta=True)
+def atan2(x, y, _meta):
+    return jnp.arctan2(*compute(_meta, x, y))
+
+
+@register(aten.hypot.default, meta=True)
+def hypot(x, y, _meta):
+    return jnp.hypot(*compute(_meta, x, y))
+
+
+@register(aten.copysign.Tensor, aten.copysign.Scalar, meta=True)
+def copysign(x, y, _meta):
+    return jnp.copysign(*compute(_meta, x, y))
+
+
+@register(aten.nextafter.default, meta=True)
+def nextafter(x, y, _meta):
+    return jnp.nextafter(*cast(out_dtype(_meta), x, y))
+
+
+@register(aten.maximum.default, meta=True)
+def maximum(x, y, _meta):
+    return jnp.maximum(*cast(out_dtype(_meta), x, y))  # NaN-propagating
+
+
+@register(aten.minimum.default, meta=True)
+def minimum(x, y, _meta):
+    return jnp.minimum(*cast(out_dtype(_meta), x, y))
+
+
+@register(aten.fmax.default, meta=True)
+def fmax(x, y, _meta):
+    return jnp.fmax(*cast(out_dtype(_meta), x, y))
+
+
+@register(aten.fmin.default, meta=True)
+def fmin(x, y, _meta):
+    return jnp.fmin(*cast(out_dtype(_meta), x, y))
+
+
+@register(aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self, meta=True)
+def xlogy(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    r = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
+    return jnp.where(y != y, y, r)
+
+
+@register(aten.heaviside.default, meta=True)
+def heaviside(x, values, _meta):
+    x, values = cast(out_dtype(_meta), x, values)
+    return jnp.where(x == 0, values, (x > 0).astype(x.dtype))
+
+
+@register(aten.logaddexp.default, meta=True)
+def logaddexp(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    r = jnp.maximum(x, y) + jnp.log1p(jnp.exp(-jnp.abs(x - y)))
+    return jnp.where(jnp.isinf(x) & (x == y), x, r)
+
+
+@register(aten.logaddexp2.default, meta=True)
+def logaddexp2(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    r = jnp.maximum(x, y) + jnp.log1p(jnp.exp2(-jnp.abs(x - y))) * (1 / math.log(2))
+    return jnp.where(jnp.isinf(x) & (x == y), x, r)
+
+
+@register(aten.lerp.Scalar, aten.lerp.Tensor, meta=True)
+def lerp(x, end, weight, _meta):
+    x, end, weight = compute(_meta, x, end, weight)
+    return jnp.where(jnp.abs(weight) < 0.5, x + weight * (end - x), end - (end - x) * (1 - weight))
+
+
+@register(aten.addcmul.default, meta=True)
+def addcmul(x, t1, t2, value=1, _meta=None):
+    x, t1, t2, value = compute(_meta, x, t1, t2, value)
+    return x + value * t1 * t2
+
+
+@register(aten.addcdiv.default, meta=True)
+def addcdiv(x, t1, t2, value=1, _meta=None):
+    x, t1, t2, value = compute(_meta, x, t1, t2, value)
+    return x + value * t1 / t2
+
+
+# ---------------------------------------------------------------- clamping and selection
+
+@register(aten.clamp.default, aten.clamp.Tensor, meta=True)
+def clamp(x, min=None, max=None, _meta=None):
+    x, lo, hi = cast(out_dtype(_meta), x, min, max)
+    if lo is not None:
+        x = jnp.maximum(x, lo)
+    if hi is not None:
+        x = jnp.minimum(x, hi)
+    return x
+
+
+@register(aten.clamp_min.default, aten.clamp_min.Tensor, meta=True)
+def clamp_min(x, min, _meta):
+    return jnp.maximum(*cast(out_dtype(_meta), x, min))
+
+
+@register(aten.clamp_max.default, aten.clamp_max.Tensor, meta=True)
+def clamp_max(x, max, _meta):
+    return jnp.minimum(*cast(out_dtype(_meta), x, max))
+
+
+@register(aten.where.self, meta=True)
+def where(cond, x, y, _meta):
+    x, y = cast(out_dtype(_meta), x, y)
+    return jnp.where(cond.astype(bool), x, y)
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, meta=True)
+def masked_fill(x, mask, value, _meta):
+    dt = out_dtype(_meta)
+    return jnp.where(mask.astype(bool), cast(dt, value), cast(dt, x))
+
+
+# ---------------------------------------------------------------- comparisons and logic
+
+def _compare(fn):
+    def low(x, y):
+        dt = result_type(x, y)
+        return fn(*cast(dt, x, y))
+    return low
+
+
+for _name, _fn in (("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less),
+                   ("le", jnp.less_equal), ("gt", jnp.greater), ("ge", jnp.greater_equal)):
+    _packet = getattr(aten, _name)
+    register(_packet.Tensor, _packet.Scalar)(_compare(_fn))
+
+
+@register(aten.logical_and.default)
+def logical_and(x, y):
+    return (x != 0) & (y != 0)
+
+
+@register(aten.logical_or.default)
+def logical_or(x, y):
+    return (x != 0) | (y != 0)
+
+
+@register(aten.logical_xor.default)
+def logical_xor(x, y):
+    return (x != 0) ^ (y != 0)
+
+
+def _bitwise(fn):
+    def low(x, y, _meta):
+        return fn(*cast(out_dtype(_meta), x, y))
+    return low
+
+
+register(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar, aten.bitwise_and.Scalar_Tensor,
+         meta=True)(_bitwise(jnp.bitwise_and))
+register(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar, aten.bitwise_or.Scalar_Tensor,
+         meta=True)(_bitwise(jnp.bitwise_or))
+register(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, aten.bitwise_xor.Scalar_Tensor,
+         meta=True)(_bitwise(jnp.bitwise_xor))
+
+
+def _shift_left(x, y):
+    # Out-of-range and negative shift amounts give 0 (XLA and PyTorch agree).
+    return lax.shift_left(*jnp.broadcast_arrays(x, y))
+
+
+def _shift_right(x, y):
+    x, y = jnp.broadcast_arrays(x, y)
+    if jnp.issubdtype(x.dtype, jnp.signedinteger):
+        return lax.shift_right_arithmetic(x, y)  # >= bit width: sign fill, as PyTorch
+    return lax.shift_right_logical(x, y)
+
+
+register(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
+         aten.bitwise_left_shift.Scalar_Tensor, aten.__lshift__.Tensor, aten.__lshift__.Scalar,
+         meta=True)(_bitwise(_shift_left))
+register(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
+         aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Tensor, aten.__rshift__.Scalar,
+         meta=True)(_bitwise(_shift_right))
