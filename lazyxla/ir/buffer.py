@@ -17,8 +17,32 @@ from .node import DATA, Node
 
 _ATTR = "_lazyxla"
 
+class _OrderedWeakSet:
+    """A WeakSet that iterates in insertion order. WeakSet's order follows object addresses, so a
+    sync's output order (part of the graph key) changed from step to step and recompiled."""
+    __slots__ = ("_d",)
+
+    def __init__(self):
+        self._d = weakref.WeakKeyDictionary()
+
+    def add(self, x) -> None:
+        self._d[x] = None
+
+    def discard(self, x) -> None:
+        self._d.pop(x, None)
+
+    def __iter__(self):
+        return iter(list(self._d.keys()))
+
+    def __len__(self):
+        return len(self._d)
+
+    def __contains__(self, x):
+        return x in self._d
+
+
 # Buffers whose value is a pending computation; sync() executes them.
-PENDING: "weakref.WeakSet[Buffer]" = weakref.WeakSet()
+PENDING = _OrderedWeakSet()
 
 
 class Buffer:

@@ -1,0 +1,262 @@
+"""Indexing: advanced indexing (index / index_put), gather/scatter families, index_* ops, take.
+
+Out-of-range indices: PyTorch raises on the CPU, but an XLA program cannot raise. Negative indices
+are wrapped once (i + n, as PyTorch does for every op that accepts them); indices still out of
+range are clamped for reads (gather-like ops) and dropped for writes (scatter-like ops). In-range
+programs therefore match PyTorch exactly; out-of-range ones give a defined value instead of an error.
+
+Data-dependent shapes (boolean-mask reads `x[mask]`, nonzero, masked_select) are not lowered: their
+meta kernels cannot give a shape, so they run through the CPU fallback. Boolean masks in index_put
+(`x[mask] = v`) have a static result and are lowered (the mask is turned into padded coordinates
+whose padding is dropped by the scatter).
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .registry import aten, register
+
+
+def _norm(d, n):
+    return d + n if d < 0 else d
+
+
+def _wrap(i, n):
+    """Negative indices count from the end, as in PyTorch."""
+    i = jnp.asarray(i)
+    if jnp.issubdtype(i.dtype, jnp.unsignedinteger):
+        return i
+    return jnp.where(i < 0, i + n, i)
+
+
+def _is_mask(i):
+    return i is not None and (i.dtype == jnp.bool_ or i.dtype == jnp.uint8)
+
+
+def _index_tuple(x, indices):
+    """PyTorch's `Tensor?[]` indices -> a NumPy-style index tuple (None slot = whole dim).
+    NumPy and PyTorch share the placement rule for (non-)adjacent advanced indices."""
+    out, d = [], 0
+    for i in indices:
+        if i is None:
+            out.append(slice(None))
+            d += 1
+        else:
+            out.append(_wrap(i, x.shape[d]))
+            d += 1
+    return tuple(out)
+
+
+@register(aten.index.Tensor, aten._unsafe_index.Tensor)
+def index(x, indices):
+    # Boolean masks never get here: their meta kernel has no static shape (CPU fallback).
+    idx = _index_tuple(x, indices)
+    return x.at[idx].get(mode="clip")
+
+
+def _mask_to_coords(mask):
+    """k padded coordinate arrays of a k-d mask, length mask.size; padding is out of range."""
+    mask = mask.astype(bool)
+    big = max(mask.shape) if mask.ndim else 1
+    return jnp.nonzero(mask, size=mask.size, fill_value=big)
+
+
+@register(aten.index_put.default, aten._index_put_impl.default, aten._unsafe_index_put.default)
+def index_put(x, indices, values, accumulate=False, unsafe=False):
+    values = values.astype(x.dtype)
+    if not any(_is_mask(i) for i in indices):
+        idx = _index_tuple(x, indices)
+        ref = x.at[idx]
+        return ref.add(values, mode="drop") if accumulate else ref.set(values, mode="drop")
+    # Boolean masks: each k-d mask becomes k padded coordinate arrays (nnz entries then padding).
+    idx, d = [], 0
+    n_adv, adv_pos, mask_len = 0, [], None
+    for i in indices:
+        if i is None:
+            idx.append(slice(None))
+            d += 1
+        elif _is_mask(i):
+            coords = _mask_to_coords(i)
+            mask_len = i.size
+            adv_pos.append(len(idx))
+            idx.extend(coords)
+            d += i.ndim
+        else:
+            if i.size != 1:
+                raise NotImplementedError("lazyxla: index_put mixing a boolean mask with integer "
+                                          "index tensors of more than one element")
+            adv_pos.append(len(idx))
+            idx.append(_wrap(i, x.shape[d]).reshape(()))
+            d += 1
+    idx = tuple(idx)
+    # The advanced dims broadcast to one dim of length nnz (padded to mask_len). Where it sits in
+    # the indexed shape: in place when the advanced indices are adjacent, first otherwise.
+    adv = [k for k, e in enumerate(idx) if not isinstance(e, slice)]
+    adjacent = adv == list(range(adv[0], adv[-1] + 1))
+    b0 = adv[0] if adjacent else 0
+    rest = [x.shape[k] for k, e in enumerate(idx) if isinstance(e, slice)] + list(x.shape[len(idx):])
+    rshape = rest[:b0] + [mask_len] + rest[b0:]
+    v = values
+    while v.ndim > len(rshape) and v.shape[0] == 1:
+        v = v[0]
+    v = v.reshape((1,) * (len(rshape) - v.ndim) + v.shape)
+    if v.shape[b0] != 1:  # nnz values along the mask dim: pad to the padded length
+        pad = [(0, 0)] * v.ndim
+        pad[b0] = (0, mask_len - v.shape[b0])
+        v = jnp.pad(v, pad)
+    v = jnp.broadcast_to(v, rshape)
+    ref = x.at[idx]
+    return ref.add(v, mode="drop") if accumulate else ref.set(v, mode="drop")
+
+
+@register(aten.index_select.default)
+def index_select(x, dim, index):
+    if x.ndim == 0:
+        return x.reshape(index.shape) if index.ndim == 0 else jnp.broadcast_to(x, index.reshape(-1).shape)
+    dim = _norm(dim, x.ndim)
+    return jnp.take(x, _wrap(index.reshape(-1), x.shape[dim]), axis=dim, mode="clip")
+
+
+def _coords(index, dim, n):
+    """Full coordinates for gather/scatter: iota in every dim but `dim`, the index there."""
+    out = []
+    for d in range(index.ndim):
+        if d == dim:
+            out.append(_wrap(index, n))
+        else:
+            out.append(jnp.broadcast_to(
+                jnp.arange(index.shape[d]).reshape([-1 if k == d else 1 for k in range(index.ndim)]),
+                index.shape))
+    return tuple(out)
+
+
+@register(aten.gather.default)
+def gather(x, dim, index, sparse_grad=False):
+    if x.ndim == 0:
+        return jnp.broadcast_to(x, index.shape)
+    dim = _norm(dim, x.ndim)
+    if index.ndim == 0:
+        index = index.reshape(1)
+    return x.at[_coords(index, dim, x.shape[dim])].get(mode="clip").reshape(index.shape) \
+        if index.size else jnp.zeros(index.shape, x.dtype)
+
+
+def _scatter(x, dim, index, src, how):
+    if index.size == 0:
+        return x
+    squeeze = x.ndim == 0
+    if squeeze:
+        x = x.reshape(1)
+    index = index.reshape((1,) * (x.ndim - index.ndim) + index.shape) if index.ndim < x.ndim else index
+    dim = _norm(dim, x.ndim)
+    if jnp.ndim(src) == 0:
+        src = jnp.broadcast_to(jnp.asarray(src), index.shape)
+    else:
+        src = src.reshape((1,) * (x.ndim - src.ndim) + src.shape) if src.ndim < x.ndim else src
+        src = src[tuple(slice(0, s) for s in index.shape)]
+    src = src.astype(x.dtype)
+    ref = x.at[_coords(index, dim, x.shape[dim])]
+    out = getattr(ref, how)(src, mode="drop")
+    return out.reshape(()) if squeeze else out
+
+
+_REDUCE = {"add": "add", "sum": "add", "multiply": "multiply", "prod": "multiply",
+           "amax": "max", "amin": "min"}
+
+
+@register(aten.scatter.src, aten.scatter.value)
+def scatter(x, dim, index, src):
+    return _scatter(x, dim, index, src, "set")
+
+
+@register(aten.scatter.reduce, aten.scatter.value_reduce)
+def scatter_reduce_legacy(x, dim, index, src, reduce):
+    return _scatter(x, dim, index, src, _REDUCE[reduce])
+
+
+@register(aten.scatter_add.default)
+def scatter_add(x, dim, index, src):
+    return _scatter(x, dim, index, src, "add")
+
+
+def _identity(reduce, dtype):
+    if reduce in ("sum", "mean"):
+        return jnp.zeros((), dtype)
+    if reduce == "prod":
+        return jnp.ones((), dtype)
+    big = jnp.inf if jnp.issubdtype(dtype, jnp.floating) else (
+        True if dtype == jnp.bool_ else jnp.iinfo(dtype).max)
+    small = -jnp.inf if jnp.issubdtype(dtype, jnp.floating) else (
+        False if dtype == jnp.bool_ else jnp.iinfo(dtype).min)
+    return jnp.asarray(small if reduce == "amax" else big, dtype)
+
+
+@register(aten.scatter_reduce.two)
+def scatter_reduce(x, dim, index, src, reduce, include_self=True):
+    hit = _scatter(jnp.zeros(x.shape, jnp.int32), dim, index, jnp.ones((), jnp.int32), "add")
+    base = x if include_self else jnp.where(hit > 0, _identity(reduce, x.dtype), x)
+    if reduce == "mean":
+        total = _scatter(base, dim, index, src, "add")
+        count = hit + (1 if include_self else 0)
+        count = jnp.maximum(count, 1).astype(x.dtype)
+        if jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.complexfloating):
+            return total / count
+        return jnp.floor_divide(total, count)
+    return _scatter(base, dim, index, src, _REDUCE[reduce])
+
+
+def _along(x, dim, index):
+    dim = _norm(dim, max(x.ndim, 1))
+    return (slice(None),) * dim + (_wrap(index.reshape(-1), x.shape[dim] if x.ndim else 1),), dim
+
+
+@register(aten.index_add.default)
+def index_add(x, dim, index, source, alpha=1):
+    if x.ndim == 0:
+        return x + (source * alpha).reshape(()).astype(x.dtype)
+    idx, dim = _along(x, dim, index)
+    src = source if (isinstance(alpha, int) and alpha == 1) else source * alpha
+    src = src.reshape(src.shape[:dim] + (index.size,) + src.shape[dim + 1:]) if src.ndim == x.ndim \
+        else src.reshape(x.shape[:dim] + (index.size,) + x.shape[dim + 1:])
+    return x.at[idx].add(src.astype(x.dtype), mode="drop")
+
+
+@register(aten.index_copy.default)
+def index_copy(x, dim, index, source):
+    if x.ndim == 0:
+        return source.reshape(()).astype(x.dtype)
+    idx, dim = _along(x, dim, index)
+    src = source.reshape(x.shape[:dim] + (index.size,) + x.shape[dim + 1:])
+    return x.at[idx].set(src.astype(x.dtype), mode="drop")
+
+
+@register(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+def index_fill(x, dim, index, value):
+    value = jnp.asarray(value).reshape(()).astype(x.dtype)
+    if x.ndim == 0:
+        return jnp.where(index.size > 0, value, x)
+    idx, _ = _along(x, dim, index)
+    return x.at[idx].set(value, mode="drop")
+
+
+@register(aten.masked_scatter.default)
+def masked_scatter(x, mask, source):
+    shape = jnp.broadcast_shapes(x.shape, mask.shape)
+    x = jnp.broadcast_to(x, shape)
+    m = jnp.broadcast_to(mask.astype(bool), shape).reshape(-1)
+    rank = jnp.cumsum(m.astype(jnp.int64)) - 1
+    src = source.reshape(-1)
+    if src.size == 0:
+        return x
+    vals = src[jnp.clip(rank, 0, src.size - 1)].astype(x.dtype)
+    return jnp.where(m, vals, x.reshape(-1)).reshape(shape)
+
+
+@register(aten.take.default)
+def take(x, index):
+    flat = x.reshape(-1)
+    if flat.size == 0:
+        return jnp.zeros(index.shape, x.dtype)
+    return flat.at[_wrap(index, flat.size)].get(mode="clip")
+
+

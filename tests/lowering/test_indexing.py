@@ -1,0 +1,73 @@
+import torch
+
+from lazyxla.testing import check, check_grad
+
+X = torch.randn(4, 5, 3)
+I = torch.tensor([0, 2, -1])
+
+
+def test_advanced_index():
+    check(lambda x, i: x[i], X, I)
+    check(lambda x, i: x[i, :, i.int()], X, I)          # non-adjacent: broadcast dim first
+    check(lambda x, i: x[:, i[:2, None], i[None, :]], X, I)  # broadcasting indices, adjacent
+    check(lambda x, i: x[None, ..., i], X, I)
+
+
+def test_bool_mask_read_falls_back_correctly():
+    check(lambda x: x[x > 0], X, allow_fallback=True)
+
+
+def test_index_put():
+    v = torch.randn(3, 3)
+    check(lambda x, i, v: x.index_put((i,), v[:, None, :]), X, I, v)
+    check(lambda x, i, v: x.index_put((i, i), v, accumulate=True), X[:, :, 0], torch.tensor([0, 1, 0]),
+          torch.ones(3))
+
+    def setitem(x, i, m, v):
+        x = x.clone()
+        x[i, 1:3] = 7.0
+        x[x > 1] = 0.5
+        x[:, m] = v[:, :, None]
+        return x
+    check(setitem, X, I, torch.tensor([True, False, True, False, True]), torch.arange(12.).reshape(4, 3))
+
+
+def test_index_grad():
+    check_grad(lambda x, i: x[i, :, i] * 2, X, I)
+
+
+def test_index_select_gather():
+    check(lambda x, i: x.index_select(1, i), X, I.abs())
+    g = torch.tensor([[0, 1, 1], [2, 0, 0]])
+    check(lambda x, g: x.gather(1, g), X[:, :, 0], g)
+    check_grad(lambda x, g: x.gather(1, g), X[:, :, 0], g)
+    check_grad(lambda x, i: x.index_select(0, i), X, I.abs())
+
+
+def test_scatter_family():
+    x = torch.randn(3, 5)
+    idx = torch.tensor([[0, 1, 2, 0], [1, 1, 3, 4]])
+    src = torch.randn(2, 4)
+    check(lambda x, i, s: x.scatter(1, i, s), x, idx, src)
+    check(lambda x, i: x.scatter(1, i, 2.5), x, idx)
+    check(lambda x, i, s: x.scatter(1, i, s, reduce="add"), x, idx, src)
+    check(lambda x, i, s: x.scatter(1, i, s, reduce="multiply"), x, idx, src)
+    check(lambda x, i, s: x.scatter_add(1, i, s), x, idx, src)
+    for red in ("sum", "prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            check(lambda x, i, s: x.scatter_reduce(1, i, s, red, include_self=inc), x, idx, src)
+    check(lambda x, i: x.scatter_reduce(1, i, torch.ones_like(i) * 3, "mean", include_self=False),
+          torch.arange(15).reshape(3, 5), idx)
+    check_grad(lambda x, s, i: x.scatter_add(1, i, s), x, src, idx)
+
+
+def test_index_add_copy_fill_take():
+    x = torch.randn(4, 3)
+    i = torch.tensor([0, 2, 0])
+    s = torch.randn(3, 3)
+    check(lambda x, i, s: x.index_add(0, i, s, alpha=2), x, i, s)
+    check(lambda x, i, s: x.index_copy(0, i, s), x, torch.tensor([3, 1, 0]), s)
+    check(lambda x, i: x.index_fill(1, i, -1.0), x, i)
+    check(lambda x, i: x.take(i), x, torch.tensor([[0, -1], [5, 7]]))
+    check(lambda x, s: x.masked_scatter(x > 0, s), x, torch.arange(12.))
+    check(lambda i: torch.nn.functional.one_hot(i, 4), torch.tensor([0, 2, 1]))

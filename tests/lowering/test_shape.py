@@ -1,0 +1,66 @@
+import torch
+import torch.nn.functional as F
+
+import lazyxla
+from lazyxla.testing import check, check_grad
+
+
+def test_cat_stack():
+    a, b = torch.randn(2, 3), torch.randn(1, 3)
+    check(lambda a, b, e: torch.cat([a, b, e]), a, b, torch.empty(0))
+    check(lambda a, b: torch.cat([a, b.int()], 0), a, b)
+    check(lambda a, b: torch.cat([a, a.double()], 1), a, b)
+    check(lambda a, b: torch.stack([a, a * 2], 1), a, b)
+    check_grad(lambda a, b: torch.cat([a, b]) * 3, a, b)
+
+
+def test_flip_roll_repeat():
+    x = torch.randn(3, 4)
+    check(lambda x: x.flip(0, 1), x)
+    check(lambda x: x.roll(1, 0) + x.roll(-2), x)
+    check(lambda x: x.repeat(2, 1, 3), x)
+    check(lambda x: x.repeat_interleave(2, dim=1), x)
+    check(lambda x, r: x.repeat_interleave(r, dim=0), x, torch.tensor([1, 0, 2]), allow_fallback=True)
+
+
+def test_padding():
+    x = torch.randn(2, 3, 5)
+    check(lambda x: F.pad(x, (1, 2)) + 0, x)
+    check(lambda x: F.pad(x, (1, -2, 0, 1), value=3.0), x)
+    check(lambda x: F.pad(x, (2, 1), mode="reflect"), x)
+    check(lambda x: F.pad(x[None], (2, 1, 1, 2), mode="reflect"), x)
+    check(lambda x: F.pad(x, (2, 1), mode="replicate"), x)
+    check(lambda x: F.pad(x[None], (2, 1, 1, 2), mode="replicate"), x)
+    for mode in ("reflect", "replicate"):
+        check_grad(lambda x, w: F.pad(x, (2, 1), mode=mode) * w, x, torch.arange(8.))
+        check_grad(lambda x, w: F.pad(x[None], (2, 1, 1, 2), mode=mode) * w, x, torch.arange(8.))
+    check_grad(lambda x, w: F.pad(x, (1, 2)) * w, x, torch.arange(8.))
+
+
+def test_factories():
+    d = lazyxla.device()
+    for dev_fn in [lambda dev: torch.arange(10, device=dev), lambda dev: torch.arange(1, 3, 0.1, device=dev),
+                   lambda dev: torch.arange(-5, 7, 3, dtype=torch.int64, device=dev),
+                   lambda dev: torch.linspace(-1, 2, 7, device=dev), lambda dev: torch.linspace(0, 10, 4, dtype=torch.int64, device=dev),
+                   lambda dev: torch.logspace(0, 2, 5, device=dev), lambda dev: torch.eye(3, 4, device=dev),
+                   lambda dev: torch.tril_indices(4, 3, -1, device=dev), lambda dev: torch.triu_indices(3, 4, 1, device=dev)]:
+        torch.testing.assert_close(dev_fn(d).cpu(), dev_fn("cpu"))
+
+
+def test_scatters_and_view_backwards():
+    x = torch.randn(4, 4)
+    check(lambda x, s: torch.slice_scatter(x, s, 0, 1, 3), x, torch.zeros(2, 4))
+    check(lambda x, s: torch.select_scatter(x, s, 1, -1), x, torch.ones(4))
+    check(lambda x, s: torch.diagonal_scatter(x, s, 1), x, torch.ones(3))
+    check(lambda x, s: torch.as_strided_scatter(x, s, (2, 2), (4, 1), 1), x, torch.ones(2, 2))
+    check_grad(lambda x: x[1:3, ::2] * 2 + x[:, 1].sum() + x.diagonal().sum(), x)
+
+
+def test_search_and_grid():
+    s = torch.tensor([1.0, 2.0, 2.0, 5.0])
+    v = torch.tensor([[0.5, 2.0], [5.0, 7.0]])
+    check(lambda s, v: torch.searchsorted(s, v), s, v)
+    check(lambda s, v: torch.searchsorted(s, v, right=True, out_int32=True), s, v)
+    check(lambda s, v: torch.searchsorted(torch.stack([s, s * 2]), v, side="right"), s, v)
+    check(lambda s, v: torch.bucketize(v, s) + torch.bucketize(v, s, right=True), s, v)
+    check(lambda s, v: torch.meshgrid(s, v[0], indexing="ij"), s, v)
