@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.scipy.special  # noqa: F401
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -195,6 +196,14 @@ def digamma(x, _meta):
     x = compute(_meta, x)
     # PyTorch: digamma(+-0) = -+inf (the limit from the other side), not NaN.
     return jnp.where(x == 0, jnp.copysign(jnp.asarray(jnp.inf, x.dtype), -x), lax.digamma(x))
+
+
+@register(aten.polygamma.default, meta=True)
+def polygamma(n, x, _meta):
+    x = compute(_meta, x)
+    if n == 0:
+        return digamma(x, _meta=_meta)
+    return jax.scipy.special.polygamma(n, x)
 
 
 @register(aten.sinc.default, meta=True)

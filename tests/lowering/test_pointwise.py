@@ -6,7 +6,7 @@ import torch
 
 import lazyxla
 from lazyxla import metrics
-from lazyxla.testing import check, to_dev
+from lazyxla.testing import check, check_grad, to_dev
 
 inf, nan = math.inf, math.nan
 
@@ -374,3 +374,31 @@ def test_no_fallback_in_chain():
     lazyxla.sync()
     y.cpu()
     assert not metrics.executed_fallback_ops()
+
+
+def test_polygamma():
+    x = torch.tensor([0.25, 0.5, 1.0, 2.5, 7.0, -0.0, -1.5])
+    check(lambda x: (torch.polygamma(0, x), torch.polygamma(1, x), torch.polygamma(2, x[:5])), x,
+          atol=1e-4, rtol=1e-4)
+
+
+def _no_fallbacks():
+    return [op for op in metrics.executed_fallback_ops() if not op.startswith("sum")]
+
+
+def test_grads_of_pointwise_ops():
+    """Autograd formulas of the ops above run on the device (the backward is pointwise too)."""
+    torch.manual_seed(0)
+    a, b = torch.randn(6), torch.randn(6)
+    metrics.clear_counters()
+    check_grad(lambda a, b: (a.abs() ** b + a / b + torch.atan2(a, b) + a.clamp(-0.5, 0.5)
+                             + torch.where(a > 0, a, b) + torch.maximum(a, b) + torch.fmin(a, b)
+                             + torch.hypot(a, b) + a.lerp(b, 0.3) + a.addcdiv(a, b) + a.addcmul(b, b, value=2)
+                             + torch.xlogy(a, b.abs()) + torch.logaddexp(a, b) + a % b + torch.copysign(a, b)
+                             + a.masked_fill(b > 0, 0.0) + a.clamp(b, b + 1)), a, b, atol=1e-4, rtol=1e-4)
+    check_grad(lambda a: (a.exp() + a.sin() + a.tanh() + a.abs().sqrt() + a.abs().log1p() + a.erf()
+                          + a.sigmoid() + a.abs().rsqrt() + a.asinh() + a.atan() + a.reciprocal()
+                          + (a.abs() + 0.5).lgamma() + (a.abs() + 0.5).digamma() + a.frac() + a.expm1()
+                          + (a * 0.3).erfinv() + a.exp2() + (a * 0.4).acos() + (a * 0.4).atanh() + a.cosh()
+                          + a.sinc() + a.square()), a, atol=1e-4, rtol=1e-4)
+    assert not _no_fallbacks()
