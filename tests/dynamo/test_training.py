@@ -45,19 +45,21 @@ def _train(kind, model, device, compiled, steps=20):
     step_model = torch.compile(model, backend="lazyxla") if compiled else model
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(3)
-    losses, compiles = [], []
+    losses, compiles, first_grads = [], [], None
     for _ in range(steps):
         x, y = _data(kind, g)
         x, y = x.to(device), y.to(device)
         opt.zero_grad()
         loss = _loss(kind, step_model(x), y)
         loss.backward()
+        if first_grads is None:
+            first_grads = [p.grad.detach().cpu().clone() for p in model.parameters()]
         opt.step()
         if device != "cpu":
             lazyxla.sync()
         losses.append(loss.item())
         compiles.append(metrics.counter_value("UncachedCompile") or 0)
-    return losses, compiles
+    return losses, compiles, first_grads
 
 
 @pytest.mark.parametrize("kind", ["mlp", "transformer"])
@@ -66,9 +68,12 @@ def test_compiled_training_matches_eager(kind):
     torch.manual_seed(0)
     ref_model = _mlp() if kind == "mlp" else TinyTransformer()
     model = copy.deepcopy(ref_model).to(D)
-    ref, _ = _train(kind, ref_model, "cpu", compiled=False)
-    got, compiles = _train(kind, model, D, compiled=True)
+    ref, _, ref_grads = _train(kind, ref_model, "cpu", compiled=False)
+    got, compiles, grads = _train(kind, model, D, compiled=True)
     torch.testing.assert_close(torch.tensor(got), torch.tensor(ref), rtol=1e-4, atol=1e-5)
     assert compiles[-1] == compiles[2], f"compiles kept growing after step 2: {compiles}"
-    for p, q in zip(model.parameters(), ref_model.parameters()):
-        torch.testing.assert_close(p.cpu(), q.detach(), rtol=1e-3, atol=1e-4)
+    # Gradients to PyTorch's default tolerances. (Parameters are not compared after 20 AdamW
+    # steps: the attention key bias has a mathematically zero gradient, and Adam turns its
+    # rounding noise into lr-sized steps on either device.)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r)
