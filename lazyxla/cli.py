@@ -18,6 +18,14 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_ops(args) -> int:
+    from lazyxla import opinfo
+    return opinfo.run_sweep_cli(full=args.full or opinfo.full_mode_from_env(), pattern=args.only,
+                                update_known=args.update_known_failures,
+                                docs=args.output or (None if args.only else opinfo.COVERAGE_DOC),
+                                quiet=args.quiet, json_path=args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lazyxla", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -30,6 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", nargs="?", default="lazyxla-report.json")
     r.add_argument("--json", action="store_true")
     r.set_defaults(fn=_cmd_report)
+    o = sub.add_parser("ops", help="run PyTorch's OpInfo database on the device and regenerate "
+                                   "docs/op-coverage.md (lazyxla/opinfo.py)")
+    o.add_argument("--full", action="store_true", help="all samples and dtypes (default: fast mode)")
+    o.add_argument("--only", metavar="REGEX", help="only OpInfos whose name[.variant] matches")
+    o.add_argument("--output", default=None, help="coverage report path (default: the checkout's "
+                                                   "docs/op-coverage.md)")
+    o.add_argument("--update-known-failures", action="store_true",
+                   help="also rewrite tests/opinfo/known_failures.txt")
+    o.add_argument("--json", metavar="PATH", help="dump every result as JSON")
+    o.add_argument("--quiet", action="store_true")
+    o.set_defaults(fn=_cmd_ops)
     return p
 
 
