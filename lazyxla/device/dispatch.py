@@ -21,16 +21,20 @@ _LAZY = "lazyxla"
 
 class _OpInfo:
     """Per-overload facts computed once: which arguments are runtime scalars."""
-    __slots__ = ("scalar_pos", "scalar_kw")
+    __slots__ = ("scalar_pos", "scalar_kw", "returns_list")
 
     def __init__(self, op):
         # Scalar arguments, and Python numbers passed where the schema takes a Tensor (PyTorch's
         # "wrapped numbers", as in `x * 0.5` -> mul.Tensor), are runtime values.
         args = op._schema.arguments
-        runtime = [is_scalar_type(a.type) or str(a.type) in ("Tensor", "Optional[Tensor]")
+        low = LOWERINGS.get(op)
+        static = low is not None and low.static  # shape-determining scalars (arange, linspace)
+        runtime = [not static and (is_scalar_type(a.type) or str(a.type) in ("Tensor", "Optional[Tensor]"))
                    for a in args]
         self.scalar_pos = frozenset(i for i, a in enumerate(args) if not a.kwarg_only and runtime[i])
         self.scalar_kw = frozenset(a.name for a, r in zip(args, runtime) if r)
+        rets = op._schema.returns
+        self.returns_list = bool(rets) and str(rets[0].type).endswith("[]")
 
 
 _INFO: dict = {}
@@ -173,10 +177,7 @@ def record(op, low, args, kwargs):
     if node is None:
         return [] if isinstance(spec, (list, tuple)) else spec
     out = outputs_for(node, spec)
-    if isinstance(spec, tuple) and not meta.is_tensor_spec(spec) and op._schema.returns and \
-            str(op._schema.returns[0].type).endswith("[]"):
-        return list(out)
-    return out
+    return list(out) if op_info(op).returns_list and type(out) is tuple else out
 
 
 # ---------------------------------------------------------------- writes

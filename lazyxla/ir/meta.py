@@ -12,9 +12,9 @@ _CACHE: dict = {}
 
 def _to_meta(x):
     if isinstance(x, torch.Tensor):
-        if x.device.type == "lazyxla":
-            return torch.empty(x.shape, dtype=x.dtype, device="meta")
-        return x  # a CPU 0-dim tensor, which meta kernels accept as they accept CPU scalars
+        # lazyxla tensors, and CPU 0-dim tensors (which PyTorch mixes with any device; as meta
+        # 0-dim tensors they promote the same way and pass the meta kernels' device checks)
+        return torch.empty(x.shape, dtype=x.dtype, device="meta")
     if isinstance(x, (list, tuple)):
         return type(x)(_to_meta(v) for v in x)
     if isinstance(x, torch.device) and x.type == "lazyxla":

@@ -9,7 +9,8 @@ checked, so a lowering may compute in whatever dtype JAX's promotion gives.
     @register(aten.add.Tensor)
     def add(x, y, alpha=1): ...
 
-`meta=True` passes `_meta=[(shape, torch.dtype), ...]` (the outputs); `random=True` passes `_key`
+`static=True` keeps `Scalar` arguments as Python values (and part of the graph key): for ops
+whose output shape depends on them (arange, linspace). `meta=True` passes `_meta=[(shape, torch.dtype), ...]` (the outputs); `random=True` passes `_key`
 (a jax PRNG key drawn from the device RNG). View ops register with `view=True` and may give a
 `scatter` (write a value back through the view into its base); by default the scatter is derived
 from the view function by index arithmetic, which is correct for every view.
@@ -29,10 +30,11 @@ VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
 
 
 class Lowering:
-    __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op")
+    __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op", "static")
 
-    def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None):
+    def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None, static=False):
         self.op, self.fn, self.meta, self.random, self.view = op, fn, meta, random, view
+        self.static = static
         self.name = str(op) if not isinstance(op, str) else op
         self.scatter = None
         if view:
@@ -42,10 +44,11 @@ class Lowering:
         return f"Lowering({self.name})"
 
 
-def register(*ops, meta=False, random=False, view=False, scatter=None):
+def register(*ops, meta=False, random=False, view=False, scatter=None, static=False):
     def deco(fn):
         for op in ops:
-            low = Lowering(op, fn, meta=meta, random=random, view=view, scatter=scatter)
+            low = Lowering(op, fn, meta=meta, random=random, view=view, scatter=scatter,
+                           static=static)
             (VIEWS if view else LOWERINGS)[op] = low
         return fn
     return deco

@@ -173,17 +173,17 @@ def as_strided_scatter(x, src, size, stride, storage_offset=None):
 
 # ---------------------------------------------------------------- factories
 
-@register(aten.arange.default, meta=True)
+@register(aten.arange.default, meta=True, static=True)
 def arange(end, *args, _meta=None, **kwargs):
     return _arange(0, 1, _meta)
 
 
-@register(aten.arange.start, meta=True)
+@register(aten.arange.start, meta=True, static=True)
 def arange_start(start, end, *args, _meta=None, **kwargs):
     return _arange(start, 1, _meta)
 
 
-@register(aten.arange.start_step, meta=True)
+@register(aten.arange.start_step, meta=True, static=True)
 def arange_start_step(start, end, step=1, *args, _meta=None, **kwargs):
     return _arange(start, step, _meta)
 
@@ -211,7 +211,7 @@ def _linspace_values(start, end, steps, dtype):
     return jnp.where(i < steps // 2, lo, hi)
 
 
-@register(aten.linspace.default, meta=True)
+@register(aten.linspace.default, meta=True, static=True)
 def linspace(start, end, steps, *args, _meta=None, **kwargs):
     shape, dtype = _out(_meta)
     if steps == 0:
@@ -227,7 +227,7 @@ def linspace(start, end, steps, *args, _meta=None, **kwargs):
     return _linspace_values(start, end, steps, dtype)
 
 
-@register(aten.logspace.default, meta=True)
+@register(aten.logspace.default, meta=True, static=True)
 def logspace(start, end, steps, base=10.0, *args, _meta=None, **kwargs):
     shape, dtype = _out(_meta)
     if steps == 0:

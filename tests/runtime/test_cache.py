@@ -21,18 +21,18 @@ def test_eviction_recompiles_never_errors(fresh_metrics):
     executor.CACHE.clear()
     metrics.clear_counters()
     try:
-        hashes = []
+        hashes, inputs = [], []
         for k in range(6):  # 6 distinct programs through a cache of 4
             y = x
             for _ in range(k + 1):
                 y = y * 2
             hashes.append(lazyxla.graph_hash([y]))
-            ins = lazyxla.graph_inputs([y])
+            inputs.append(lazyxla.graph_inputs([y]))
             lazyxla.warm_up_cache([y])
             lazyxla.clear_pending_ir()
         assert len(executor.CACHE) == 4
         assert metrics.counter_value("CompilationCacheEviction") == 2
-        (out,) = lazyxla.run_cached_graph(hashes[0], ins)  # evicted: rebuilt from its graph
+        (out,) = lazyxla.run_cached_graph(hashes[0], inputs[0])  # evicted: rebuilt from its graph
         assert out.cpu().tolist() == [2.0] * 3
         assert metrics.counter_value("RecompileAfterEviction") == 1
     finally:
