@@ -44,6 +44,7 @@ def _mutating_kernel(op):
     if low is None:
         return None
     out_names = {arg_names[i] for i in positions if op._schema.arguments[i].is_out}
+    inplace = not out_names
     fnames = {a.name for a in fop._schema.arguments}
     defaults = [(a.name, a.default_value) for a in op._schema.arguments
                 if a.has_default_value() and a.name in fnames and a.name not in out_names]
@@ -72,6 +73,9 @@ def _mutating_kernel(op):
             raise RuntimeError(f"lazyxla: {op} writes {len(flat_targets)} tensors, its functional "
                                f"form {fop} returns {len(values)}")
         for t, v in zip(flat_targets, values):
+            if inplace and v is not None and not torch.can_cast(v.dtype, t.dtype):
+                raise RuntimeError(f"result type {_type_name(v.dtype)} can't be cast to the desired "
+                                   f"output type {_type_name(t.dtype)}")
             dispatch.write_resizing(t, v)
         if not op._schema.returns:  # _foreach_add_ and friends return nothing
             return None
@@ -79,6 +83,13 @@ def _mutating_kernel(op):
             return targets[0]
         return tuple(targets)
     return kernel
+
+
+def _type_name(dtype) -> str:
+    """PyTorch's name for a dtype in casting errors (Float, Long, ...)."""
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+            torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
+            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
 
 
 def _view_kernel(op, low):

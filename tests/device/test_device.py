@@ -102,3 +102,13 @@ def test_failed_op_corrupts_nothing():
         a.add_(torch.ones(2, 3, 4, device=d))  # in-place result would need a bigger shape
     lazyxla.sync()
     torch.testing.assert_close(a.cpu(), torch.ones(2, 3))
+
+
+def test_in_place_casting_rules_match_eager():
+    x = torch.zeros(3, dtype=torch.int64, device=lazyxla.device())
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        x.mul_(2.5)
+    y = torch.zeros(3, device=lazyxla.device())
+    y.add_(torch.ones(3, dtype=torch.int64, device=lazyxla.device()))  # int into float is fine
+    assert y.cpu().tolist() == [1.0, 1.0, 1.0]
+    assert x.cpu().tolist() == [0, 0, 0]
