@@ -98,6 +98,16 @@ def _view_kernel(op, low):
     return kernel
 
 
+def _inplace_view_kernel(op, low):
+    """t_, transpose_, squeeze_, unsqueeze_, as_strided_: the tensor becomes its own view. `.data =`
+    swaps in the view's sizes and state while keeping the Python object (PyTorch would restride the
+    storage, which our zero-byte storages cannot take)."""
+    def kernel(self, *args, **kwargs):
+        self.data = dispatch.record_view(op, low, self, args, kwargs)
+        return self
+    return kernel
+
+
 def catch_all(op, *args, **kwargs):
     """Ops with no direct kernel: functional form if lowered, else decomposition, else CPU."""
     if mutated_args(op):
@@ -147,6 +157,9 @@ def register_all() -> None:
         impl(op, k)
     for op, low in VIEWS.items():
         impl(op, _view_kernel(op, low))
+        for v in _variants(op):
+            if not any(a.is_out for a in v._schema.arguments):  # t_, squeeze_, ... (not out=)
+                impl(v, _inplace_view_kernel(v, low))
     for op, low in list(LOWERINGS.items()):
         if not isinstance(op, torch._ops.OpOverload):
             continue

@@ -67,3 +67,16 @@ def test_detach_shares_storage():
     y = x.detach()
     y.add_(5)
     torch.testing.assert_close(x.cpu(), torch.full((3,), 5.0))
+
+
+def test_in_place_view_ops_reshape_the_tensor_and_keep_aliasing():
+    def f(x):
+        row = x[0]
+        x.t_()
+        x.mul_(2)
+        y = x.clone()
+        y.unsqueeze_(0)
+        y.squeeze_(0)
+        y.transpose_(0, 1)
+        return x, row, y
+    both(f)
