@@ -171,7 +171,18 @@ def _sign(x):
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)  # sign(nan) == 0, as PyTorch
 
 
-_unary(aten.sign.default, aten.sgn.default, ints=_sign)(_sign)
+_unary(aten.sign.default, ints=_sign)(_sign)
+
+
+def _sgn(x):
+    if jnp.iscomplexobj(x):  # x / |x|, 0 at 0
+        a = jnp.abs(x)
+        return jnp.where(a == 0, jnp.zeros((), x.dtype), x / jnp.where(a == 0, 1, a).astype(x.dtype))
+    return _sign(x)
+
+
+_unary(aten.sgn.default, ints=_sgn)(_sgn)
+_unary(aten.conj_physical.default, ints=jnp.conj)(jnp.conj)
 
 
 @register(aten.round.decimals, meta=True)
@@ -198,12 +209,95 @@ def digamma(x, _meta):
     return jnp.where(x == 0, jnp.copysign(jnp.asarray(jnp.inf, x.dtype), -x), lax.digamma(x))
 
 
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+           1.8152105401943546773e17, -7.1661652561756670113e18)
+_MACHEP = 1.11022302462515654042e-16
+
+
+def zeta(x, q):
+    """Hurwitz zeta(x, q), PyTorch's (Cephes') algorithm step for step in the dtype of x and q:
+    direct sum until q + i > 9 (and at least 9 terms, so negative q is summed up past its poles),
+    then Euler-Maclaurin. jax.scipy.special.zeta's fixed 9-term sum is wrong for q < -9."""
+    dt = jnp.result_type(x, q)
+    x, q = jnp.broadcast_arrays(x.astype(dt), q.astype(dt))
+    one = jnp.ones((), dt)
+    s0 = q ** -x
+
+    # direct sum; `fin` marks elements that converged inside it (their s is final)
+    init = (jnp.zeros((), jnp.int32), q, jnp.zeros_like(q), s0, jnp.zeros(q.shape, bool),
+            jnp.zeros(q.shape, bool))
+
+    def body2(c):
+        i, a, b, s, done, fin = c
+        go = ~done
+        a1 = a + one
+        b1 = a1 ** -x
+        s1 = s + b1
+        conv = jnp.abs(b1 / s1) < _MACHEP
+        stop = ~((i + 1 < 9) | (a1 <= 9.0))
+        a, b, s = (jnp.where(go, n, o) for n, o in ((a1, a), (b1, b), (s1, s)))
+        return i + 1, a, b, s, done | (go & (conv | stop)), fin | (go & conv)
+
+    _, a, b, s, _, fin = lax.while_loop(lambda c: jnp.any(~c[4]), body2, init)
+    w = a
+    s = s + b * w / (x - one)
+    s = s - 0.5 * b
+    a = one
+    k = jnp.zeros((), dt)
+    for coef in _ZETA_A:
+        a = a * (x + k)
+        b = b / w
+        t = a * b / jnp.asarray(coef, dt)
+        s_new = s + t
+        s = jnp.where(fin, s, s_new)
+        fin = fin | (jnp.abs(t / s_new) < _MACHEP)
+        k = k + one
+        a = a * (x + k)
+        b = b / w
+        k = k + one
+    inf = jnp.asarray(jnp.inf, dt)
+    nan = jnp.asarray(jnp.nan, dt)
+    out = jnp.where(q <= 0, jnp.where(q == jnp.floor(q), inf, jnp.where(x != jnp.floor(x), nan, s)), s)
+    out = jnp.where(x < 1, nan, out)
+    return jnp.where(x == 1, inf, out)
+
+
+@register(aten.special_zeta.default, aten.special_zeta.self_scalar, aten.special_zeta.other_scalar,
+          meta=True)
+def special_zeta(x, q, _meta):
+    x, q = compute(_meta, x, q)
+    return zeta(x, q)
+
+
+def trigamma(x):
+    """PyTorch's CPU calc_trigamma: reflection below 0.5, six recurrence steps, asymptotic series."""
+    dt = x.dtype
+    pi = jnp.asarray(np.pi, dt)
+    refl = x < 0.5
+    sin_pi_x = jnp.sin(pi * x)
+    result = jnp.where(refl, -(pi * pi) / (sin_pi_x * sin_pi_x), jnp.zeros((), dt))
+    x = jnp.where(refl, 1 - x, x)
+    for _ in range(6):
+        result = result + 1 / (x * x)
+        x = x + 1
+    ixx = 1 / (x * x)
+    c = lambda v: jnp.asarray(v, dt)  # noqa: E731
+    result = result + (1 + 1 / (2 * x) + ixx * (c(1 / 6) - ixx * (c(1 / 30) - ixx * c(1 / 42)))) / x
+    return jnp.where(refl, -result, result)
+
+
 @register(aten.polygamma.default, meta=True)
 def polygamma(n, x, _meta):
     x = compute(_meta, x)
     if n == 0:
         return digamma(x, _meta=_meta)
-    return jax.scipy.special.polygamma(n, x)
+    if n == 1:
+        return trigamma(x)
+    # PyTorch: (-1)^(n+1) n! zeta(n+1, x), with n! as exp(lgamma(n+1)) in the input dtype
+    sign = 1.0 if n % 2 else -1.0
+    fact = jnp.exp(lax.lgamma(jnp.asarray(n + 1.0, x.dtype)))
+    return sign * fact * zeta(jnp.asarray(n + 1.0, x.dtype), x)
 
 
 @register(aten.sinc.default, meta=True)
@@ -556,3 +650,10 @@ register(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
 register(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
          aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Tensor, aten.__rshift__.Scalar,
          meta=True)(_bitwise(_shift_right))
+
+
+@register(aten._efficientzerotensor.default, meta=True)
+def efficientzerotensor(size, *args, _meta, **kwargs):
+    """Autograd's zero gradients (sgn, ...): a plain zero array on the device (PyTorch's ZeroTensor
+    is an optimisation its CPU fallback cannot copy)."""
+    return jnp.zeros(_meta[0][0], out_dtype(_meta))

@@ -1,0 +1,56 @@
+"""Differential tests of lazyxla/lowering/special.py and the zeta/polygamma lowerings."""
+import pytest
+import torch
+
+from lazyxla.testing import check, check_grad
+
+S = torch.special
+
+
+def _x():
+    g = torch.Generator().manual_seed(0)
+    return torch.cat([torch.randn(20, generator=g) * 3, torch.tensor([0.0, 1.0, -1.0, 0.5, 2.0])])
+
+
+@pytest.mark.parametrize("fn", [S.entr, S.erfcx, S.log_ndtr, S.ndtr, S.i1e, S.modified_bessel_i0,
+                                S.modified_bessel_i1, S.spherical_bessel_j0],
+                         ids=lambda f: f.__name__)
+def test_unary(fn):
+    check(fn, _x(), atol=1e-5, rtol=1e-5)
+
+
+def test_ndtri():
+    check(S.ndtri, torch.tensor([0.0, 1e-6, 0.1, 0.5, 0.9, 1.0, 1.5, -0.1]), atol=1e-5, rtol=1e-5)
+
+
+def test_xlog1py_and_zeta():
+    x, y = _x(), _x().flip(0)
+    check(S.xlog1py, x, y)
+    check(S.xlog1py, x, 2.0)
+    q = torch.tensor([0.5, 1.0, 2.5, 10.0, -2.5, -8.9, -3.0, 20.0])
+    check(S.zeta, torch.tensor([2.0, 3.0, 4.5, 2.0, 3.0, 5.0, 2.0, 1.0]), q, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [S.chebyshev_polynomial_t, S.chebyshev_polynomial_u,
+                                S.chebyshev_polynomial_v, S.chebyshev_polynomial_w,
+                                S.shifted_chebyshev_polynomial_t, S.shifted_chebyshev_polynomial_u,
+                                S.shifted_chebyshev_polynomial_v, S.shifted_chebyshev_polynomial_w,
+                                S.hermite_polynomial_h, S.hermite_polynomial_he,
+                                S.laguerre_polynomial_l, S.legendre_polynomial_p],
+                         ids=lambda f: f.__name__)
+def test_polynomials(fn):
+    x = torch.tensor([-1.0, -0.7, -0.2, 0.0, 0.3, 0.5, 0.9, 1.0, 1.5, -2.0, 0.05, 0.95])
+    n = torch.arange(-1, 13, dtype=torch.float32)
+    check(fn, x[:, None], n[None, :], rtol=1e-4, atol=1e-4)
+    check(fn, x, 3)
+
+
+def test_polygamma_negative_and_digamma_grad():
+    x = torch.tensor([-8.4784, -1.7658, -4.3228, -7.9506, -0.5735, 3.1, 8.4, -12.3, 0.7])
+    for n in (1, 2, 3):
+        check(lambda t: torch.polygamma(n, t), x, rtol=1e-5, atol=1e-5)
+    check_grad(torch.digamma, x, rtol=1e-5, atol=1e-5)
+
+
+def test_sgn_grad_zero_tensor():
+    check_grad(torch.sgn, torch.randn(5))
