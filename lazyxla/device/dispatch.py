@@ -52,6 +52,19 @@ def device_mismatch(t: torch.Tensor) -> RuntimeError:
                         f"devices, lazyxla:0 and {t.device}!")
 
 
+def math_bits(node, conj, neg):
+    """`node` with a tensor's lazy conj/neg bits applied: PyTorch keeps them on the tensor, and
+    its Conjugate/Negative fallbacks rely on clone/copy_ (and so every read) to resolve them."""
+    for flag, low in ((conj, _CONJ), (neg, _NEG)):
+        if flag:
+            node = Node(low, (node,), ((Slot(0),), ()), node.shape, node.dtype)
+    return node
+
+
+_CONJ = Lowering("resolve_conj", lambda x: x.conj())
+_NEG = Lowering("resolve_neg", lambda x: -x)
+
+
 class _Recorder:
     """Converts one call's arguments; `inputs` are the node's input nodes."""
     __slots__ = ("inputs", "key")
@@ -62,7 +75,9 @@ class _Recorder:
 
     def tensor(self, t):
         if t.device.type == _LAZY:
-            self.inputs.append(state_of(t).read())
+            node = state_of(t).read()
+            self.inputs.append(math_bits(node, True, False) if t.is_conj() else
+                               math_bits(node, False, True) if t.is_neg() else node)
             self.key.append((t.shape, t.dtype))
             return Slot(len(self.inputs) - 1)
         if t.dim() == 0 and t.device.type == "cpu":  # CPU scalars mix with any device in PyTorch

@@ -10,10 +10,20 @@ from . import dispatch, fallback
 aten = torch.ops.aten
 
 
+def _host_bits(host, src):
+    """A CPU copy of lazyxla `src`'s raw data, with src's conj/neg bits applied."""
+    if src.is_conj():
+        host = host.conj().resolve_conj()
+    if src.is_neg():
+        host = host._neg_view().resolve_neg()
+    return host
+
+
 def copy_(self, src, non_blocking=False):
     if self.device.type == "lazyxla":
         if src.device.type == "lazyxla":
-            node = buf.state_of(src).read()
+            node = dispatch.math_bits(buf.state_of(src).read(), src.is_conj() != self.is_conj(),
+                              src.is_neg() != self.is_neg())
         elif src.device.type == "cpu":
             node = buf.state_of(fallback.from_cpu(src)).read()
         else:
@@ -29,7 +39,7 @@ def copy_(self, src, non_blocking=False):
         dispatch.write(self, node)
         return self
     # device -> host
-    host = fallback.to_cpu(src)
+    host = _host_bits(fallback.to_cpu(src), src)
     self.copy_(host)
     return self
 
@@ -60,7 +70,7 @@ def _to_copy(self, *args, **kwargs):
         dtype = kwargs.get("dtype")
         return fallback.from_cpu(self.to(dtype) if dtype is not None else self)
     if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
-        host = fallback.to_cpu(self)
+        host = _host_bits(fallback.to_cpu(self), self)
         dtype = kwargs.get("dtype")
         return host.to(dtype) if dtype is not None else host
     from lazyxla.lowering.registry import LOWERINGS
