@@ -26,6 +26,16 @@ def _cmd_ops(args) -> int:
                                 quiet=args.quiet, json_path=args.json)
 
 
+def _cmd_bench(argv) -> int:
+    try:
+        from benchmarks import suite
+    except ImportError:  # installed lazyxla run from elsewhere: the suite lives in the checkout
+        from pathlib import Path
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from benchmarks import suite
+    return suite.cli(argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lazyxla", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -49,10 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", metavar="PATH", help="dump every result as JSON")
     o.add_argument("--quiet", action="store_true")
     o.set_defaults(fn=_cmd_ops)
+    b = sub.add_parser("bench", help="benchmarks: eager, inductor, lazyxla lazy/compiled and the bare "
+                                     "XLA executable side by side (benchmarks/suite.py)")
+    b.set_defaults(fn=_cmd_bench)  # main() hands its arguments to benchmarks/suite.py
     return p
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # lazyxla bench [--quick] [--peer-python PATH] ... (--help lists them)
+        return _cmd_bench(argv[1:]) or 0
     args = build_parser().parse_args(argv)
     return args.fn(args) or 0
 

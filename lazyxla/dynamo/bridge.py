@@ -24,6 +24,7 @@ from .matcher import InputMatcher
 from .outputs import OutputHandler
 
 log = logging.getLogger("lazyxla.dynamo")
+_counters = metrics._counters  # the hot path bumps RunCachedGraph without a call
 
 
 def debug_enabled() -> bool:
@@ -39,8 +40,8 @@ class Extracted:
         self.container = container  # None for a single output, else tuple or list
 
 
-def _key(args):
-    return tuple(a for a in args if not isinstance(a, torch.Tensor))
+def _key(args, _Tensor=torch.Tensor):
+    return tuple([a for a in args if not isinstance(a, _Tensor)])
 
 
 def _is_lazy(a) -> bool:
@@ -130,7 +131,7 @@ class Bridge:
         if entry.hash is None:  # nothing to compute: outputs are inputs, constants, ints
             return _pack(entry, entry.outputs([], args))
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
-        metrics.counter_inc("RunCachedGraph")
+        _counters["RunCachedGraph"] += 1
         feed = entry.matcher(args)
         try:
             results = executor.execute(exe, feed)
@@ -141,8 +142,8 @@ class Bridge:
                                            f"non-tensor arguments {key}: {e}")
             return self(*args, _retried=True)
         for j, slot in entry.mutated:  # in-place updates of inputs, applied exactly once
-            a = args[j]
-            buf.state_of(a).root.write(data_node(results[slot], buf.state_of(a).root.node.dtype))
+            root = buf.state_of(args[j]).root
+            root.write(data_node(results[slot], root.node.dtype))
         return _pack(entry, entry.outputs(results, args))
 
 

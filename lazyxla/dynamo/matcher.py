@@ -14,10 +14,11 @@ from lazyxla.jaxenv import np_dtype
 from lazyxla.runtime import executor
 
 ARG, CONST, SEED = 0, 1, 2
+_DATA = buf.DATA
 
 
 class InputMatcher:
-    __slots__ = ("plan", "tensor_positions")
+    __slots__ = ("plan", "tensor_positions", "arg_only")
 
     def __init__(self, graph, args):
         # At extraction every tensor argument holds device data (the bridge syncs them first).
@@ -38,13 +39,24 @@ class InputMatcher:
                 plan.append((CONST, value))
         self.plan = plan
         self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
+        # The common case, every parameter a call argument: feed straight from those positions.
+        self.arg_only = tuple(j for _, j in plan) if all(k == ARG for k, _ in plan) else None
 
     def __call__(self, args) -> list:
+        only = self.arg_only
+        if only is not None:
+            feed = []
+            for j in only:
+                root = args[j].untyped_storage()._lazyxla.root
+                if root.node.op is not _DATA:
+                    self.sync_inputs(args)
+                feed.append(root.node.data)
+            return feed
         feed = []
         for kind, v in self.plan:
             if kind == ARG:
-                root = getattr(args[v].untyped_storage(), "_lazyxla").root
-                if root.node.op is not buf.DATA:
+                root = args[v].untyped_storage()._lazyxla.root
+                if root.node.op is not _DATA:
                     self.sync_inputs(args)
                 feed.append(root.node.data)
             elif kind == CONST:

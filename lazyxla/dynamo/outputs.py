@@ -8,13 +8,13 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir import buffer as buf
-from lazyxla.ir.node import DATA
+from lazyxla.ir.node import DATA, Node
 
 SLOT, INPUT, DUP, NONE, INT, CONST = range(6)
 
 
 class OutputHandler:
-    __slots__ = ("recipe", "roots", "meta")
+    __slots__ = ("recipe", "roots", "meta", "slots_only")
 
     def __init__(self, outputs, args, arg_of_root):
         """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index."""
@@ -43,8 +43,13 @@ class OutputHandler:
                         roots.append(node)
                     recipe.append((SLOT, (root_slot[id(node)], tuple(o.shape), o.dtype)))
         self.recipe, self.roots = recipe, roots
+        # The common case, every output computed by the program: (slot, shape, dtype) per output.
+        self.slots_only = tuple(v for _, v in recipe) if all(k == SLOT for k, _ in recipe) else None
 
     def __call__(self, results, args):
+        if self.slots_only is not None:
+            return [_new_tensor(_Buffer(_Node(DATA, (), None, shape, dtype, data=results[i])), shape, dtype)
+                    for i, shape, dtype in self.slots_only]
         out = []
         for kind, v in self.recipe:
             if kind == SLOT:
@@ -64,5 +69,7 @@ class OutputHandler:
 
 
 def _data(array, dtype):
-    from lazyxla.ir.node import Node
-    return Node(DATA, (), None, tuple(array.shape), dtype, data=array)
+    return _Node(DATA, (), None, tuple(array.shape), dtype, data=array)
+
+
+_Node, _Buffer, _new_tensor = Node, buf.Buffer, buf.new_tensor

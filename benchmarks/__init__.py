@@ -1,0 +1,1 @@
+"""lazyxla benchmark suite: `lazyxla bench [--quick]` (see benchmarks/suite.py)."""

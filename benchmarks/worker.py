@@ -1,0 +1,292 @@
+"""One benchmark measurement in its own process: `python -m benchmarks.worker '<json job>'`.
+
+The parent (benchmarks/suite.py) sets XLA_FLAGS / OMP_NUM_THREADS before this process starts, so
+the thread pinning is in place before torch or jax is imported. Prints one line `RESULT <json>`.
+Systems: eager, inductor, lazy (lazyxla lazy mode), compiled (torch.compile backend="lazyxla"; the
+"direct" floor is measured in the same process on the executables it captured), torch_xla_lazy,
+torch_xla (torch.compile backend="openxla"), torchax (inference only).
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+import traceback
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def _stats(ts):
+    ts = sorted(ts)
+    p90 = ts[min(len(ts) - 1, int(round(0.9 * (len(ts) - 1))))]
+    return {"median_ms": statistics.median(ts) * 1e3, "p90_ms": p90 * 1e3, "min_ms": ts[0] * 1e3,
+            "n": len(ts)}
+
+
+def _dynamo_seconds() -> float:
+    """Dynamo's own frame-compile time (includes aot_autograd tracing and the backend's compile
+    call, not the lazyxla extraction which happens on the first call of the compiled graph)."""
+    try:
+        from torch._dynamo.utils import compilation_time_metrics as m
+    except Exception:
+        return float("nan")
+    for k in ("_compile.compile_inner", "compile_inner", "entire_frame_compile"):
+        if k in m:
+            return float(sum(m[k]))
+    return float("nan")
+
+
+class Runner:
+    """Builds step() and block() for one system; counters() reports XLA compiles where known."""
+
+    def __init__(self, job):
+        self.job = job
+        self.system, self.workload, self.mode = job["system"], job["workload"], job["mode"]
+        self.extra = {}
+
+    # ------------------------------------------------------------------ setup per system
+    def setup(self):
+        import torch
+        torch.set_num_threads(self.job["threads"])
+        from benchmarks.workloads import make
+        model, x, y, loss_fn = make(self.workload)
+        train = self.mode == "train"
+        model.train(train)
+        s = self.system
+        self.compiles = lambda: 0
+        self.block = lambda out: None
+        if s in ("eager", "inductor"):
+            dev = None
+        elif s in ("lazy", "compiled"):
+            import lazyxla
+            from lazyxla import metrics
+            dev = lazyxla.device()
+            self.compiles = lambda: metrics.counter_value("UncachedCompile") or 0
+            self.lazyxla = lazyxla
+        elif s in ("torch_xla_lazy", "torch_xla"):
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            dev = torch_xla.device()
+            self.xm = xm
+        elif s == "torchax":
+            return self._setup_torchax(model, x, y)
+        else:
+            raise ValueError(f"unknown system {s}")
+        if dev is not None:
+            model, x = model.to(dev), x.to(dev)
+            y = y.to(dev) if y is not None else None
+        backend = {"inductor": "inductor", "compiled": "lazyxla", "torch_xla": "openxla"}.get(s)
+
+        def fwd_loss(x, y):
+            return loss_fn(model(x), y)
+        fwd = model if not train else fwd_loss
+        if backend:
+            fwd = torch.compile(fwd, backend=backend)
+        if train:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            ostep = opt.step
+            if backend and self.job.get("compile_optimizer", True):
+                ostep = torch.compile(opt.step, backend=backend)
+
+            def step():
+                loss = fwd(x, y)
+                loss.backward()
+                ostep()
+                opt.zero_grad(set_to_none=True)
+                return loss
+        else:
+            def step():
+                with torch.no_grad():
+                    return fwd(x)
+        self.step = step
+        if s in ("lazy", "compiled"):
+            lx = self.lazyxla
+
+            def block(out):
+                lx.sync()
+                lx.wait()
+            self.block = block
+        elif s in ("torch_xla_lazy", "torch_xla"):
+            xm = self.xm
+
+            def block(out):
+                import torch_xla
+                torch_xla.sync()
+                xm.wait_device_ops()
+            self.block = block
+
+    def _setup_torchax(self, model, x, y):
+        import torch
+        import jax
+        import torchax
+        if self.mode == "train":
+            raise NotImplementedError("torchax training step is not implemented in this suite")
+        env = torchax.default_env()
+        with env:
+            model.to("jax")
+            xj = x.to("jax")
+        jm = torchax.interop.JittableModule(model)
+
+        def step():
+            with env, torch.no_grad():
+                return jm(xj)
+
+        def block(out):
+            jax.block_until_ready(out._elem if hasattr(out, "_elem") else out.jax())
+        self.step, self.block = step, block
+
+    # ------------------------------------------------------------------ measurement
+    def run(self):
+        job = self.job
+        out = {k: job[k] for k in ("system", "workload", "mode")}
+        rss0 = _rss_mb()
+        t_setup = time.perf_counter()
+        self.setup()
+        out["setup_s"] = time.perf_counter() - t_setup
+        xla_compile = []
+        if self.system in ("lazy", "compiled"):
+            from lazyxla.runtime import executor
+            executor._compile_listeners.append(lambda spec, sec: xla_compile.append(sec))
+        rss_setup = _rss_mb()
+        t0 = time.perf_counter()
+        r = self.step()
+        self.block(r)
+        out["first_s"] = time.perf_counter() - t0
+        out["rss_before_mb"], out["rss_first_mb"] = rss_setup, _rss_mb()
+        out["rss_start_mb"] = rss0
+        out["compiles_first"] = self.compiles()
+        out["xla_compile_first_s"] = sum(xla_compile) if xla_compile else None
+        out["dynamo_s"] = _dynamo_seconds() if self.system not in ("eager", "lazy", "torchax", "torch_xla_lazy") else None
+        for _ in range(job["warmup"]):
+            self.block(self.step())
+        out["compiles_warm"] = self.compiles()
+        out["xla_compile_total_s"] = sum(xla_compile) if xla_compile else None
+        gc.collect()
+        ts = []
+        deadline = time.perf_counter() + job.get("max_seconds", 60)
+        for i in range(job["iters"]):
+            t0 = time.perf_counter()
+            self.block(self.step())
+            ts.append(time.perf_counter() - t0)
+            if time.perf_counter() > deadline and i >= 4:
+                break
+        out.update(_stats(ts))
+        out["compiles_steady"] = self.compiles() - out["compiles_warm"]
+        if self.system in ("lazy", "compiled"):
+            out["direct"] = self.direct(len(ts))
+            from lazyxla import metrics
+            out["counters"] = {k: metrics.counter_value(k) for k in
+                               ("UncachedCompile", "CachedCompile", "DynamoExtractCompiledGraph",
+                                "DynamoRetrace", "MarkStep", "RunCachedGraph")}
+        out["ok"] = True
+        return out
+
+    def direct(self, iters):
+        """The floor: the executables lazyxla ran for one step, called through JAX with the very
+        inputs it fed them (already device arrays), blocking on their outputs."""
+        import jax
+        from lazyxla.jaxenv import x64
+        from lazyxla.runtime import executor
+        captured = []
+        orig = executor.execute
+
+        def capture(exe, inputs):
+            captured.append((exe, list(inputs)))
+            return orig(exe, inputs)
+        executor.execute = capture
+        try:
+            self.block(self.step())
+        finally:
+            executor.execute = orig
+        ts = []
+        with x64(True):
+            for _ in range(3):
+                jax.block_until_ready([exe(*inp) for exe, inp in captured])
+            for _ in range(iters):
+                t0 = time.perf_counter()
+                outs = [exe(*inp) for exe, inp in captured]
+                jax.block_until_ready(outs)
+                ts.append(time.perf_counter() - t0)
+        d = _stats(ts)
+        d["executables"] = len(captured)
+        return d
+
+
+def run_dynamic(job):
+    """100 (or n) distinct sequence lengths through torch.compile(dynamic=True)."""
+    import torch
+    torch.set_num_threads(job["threads"])
+    from benchmarks.workloads import make
+    lengths = list(range(16, 16 + job["n_lengths"]))
+    model, _, _, _ = make("dyn")
+    model.eval()
+    system = job["system"]
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(1, L, 64, generator=g) for L in lengths]
+    if system == "compiled":
+        import lazyxla
+        from lazyxla import metrics
+        dev = lazyxla.device()
+        model = model.to(dev)
+        xs = [x.to(dev) for x in xs]
+        cm = torch.compile(model, backend="lazyxla", dynamic=True)
+        compiles = lambda: metrics.counter_value("UncachedCompile") or 0  # noqa: E731
+        block = lambda: lazyxla.wait()  # noqa: E731
+    else:
+        cm = torch.compile(model, backend="inductor", dynamic=True)
+        compiles = lambda: None  # noqa: E731
+        block = lambda: None  # noqa: E731
+    t0 = time.perf_counter()
+    per = []
+    with torch.no_grad():
+        for x in xs:
+            t1 = time.perf_counter()
+            cm(x)
+            block()
+            per.append(time.perf_counter() - t1)
+    total = time.perf_counter() - t0
+    out = {"system": system, "workload": "dyn", "mode": "dynamic", "ok": True,
+           "n_lengths": len(lengths), "total_s": total, "first_s": per[0],
+           "median_ms": statistics.median(per) * 1e3, "compiles": compiles(),
+           "rss_mb": _rss_mb()}
+    try:
+        from torch._dynamo.utils import counters
+        out["dynamo_frames"] = int(counters["stats"]["unique_graphs"])
+    except Exception:
+        pass
+    if system == "compiled":
+        out["dynamo_retrace"] = metrics.counter_value("DynamoRetrace") or 0
+        # a second pass over the same lengths: all cached
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            for x in xs:
+                cm(x)
+        block()
+        out["second_pass_s"] = time.perf_counter() - t0
+        out["compiles_after_second_pass"] = compiles()
+    return out
+
+
+def main(argv=None):
+    job = json.loads((argv or sys.argv[1:])[0])
+    job.setdefault("threads", 1)
+    out = {"system": job.get("system"), "workload": job.get("workload"), "mode": job.get("mode")}
+    try:
+        out = run_dynamic(job) if job.get("mode") == "dynamic" else Runner(job).run()
+    except Exception as e:  # reported in the table, not hidden
+        out.update(ok=False, error=f"{type(e).__name__}: {e}".strip()[:2000],
+                   traceback=traceback.format_exc()[-4000:])
+    out["loadavg_end"] = os.getloadavg()[0]
+    sys.stdout.flush()
+    print("RESULT " + json.dumps(out, default=float), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
