@@ -97,7 +97,8 @@ class _Recorder:
             return tuple(self.value(x, runtime_scalar) for x in v)
         if isinstance(v, torch.device):
             v = torch.device(v.type) if v.type != _LAZY else None  # device is not part of a program
-        self.key.append(v)
+        # (type, value): 6 == 6.0 == True in a dict key, but they give different dtypes
+        self.key.append((type(v), v) if type(v) in (int, float, bool, complex) else v)
         return v
 
 
