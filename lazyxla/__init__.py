@@ -22,6 +22,9 @@ from .runtime.cache import initialize_persistent_cache as _init_persistent  # no
 from .runtime.executor import (  # noqa: E402,F401
     clear_pending_ir, graph_hash, graph_inputs, needs_materialization, run_cached_graph,
     warm_up_cache)
+# Load the submodule `report` before `def report` below: importing a submodule sets the package
+# attribute of its name, so a first `import lazyxla.report` after the def would replace the function.
+from . import report as _report_module  # noqa: E402,F401
 
 
 def report(as_json: bool = False) -> str:
