@@ -7,6 +7,7 @@ products accumulate in float32. `beta`/`alpha` are traced Scalars; beta == 0 ign
 entirely (NaN/inf there do not propagate), as in PyTorch."""
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -34,7 +35,11 @@ def _mat(spec, a, b):
 
 
 def _add_scaled(self, prod, beta, alpha):
-    """beta * self + alpha * prod, where beta == 0 drops self."""
+    """beta * self + alpha * prod, where beta == 0 drops self. Integer results take beta and alpha
+    converted to their dtype (truncated, as PyTorch's CPU kernels do: beta=0.2 drops self)."""
+    if jnp.issubdtype(prod.dtype, jnp.integer):
+        to_int = lambda s: s if isinstance(s, int) else jnp.asarray(s).astype(prod.dtype)  # noqa: E731
+        beta, alpha = to_int(beta), to_int(alpha)
     scaled = prod if _is_one(alpha) else prod * alpha
     if _is_one(beta):
         return scaled + self
@@ -149,7 +154,7 @@ def linalg_cross(a, b, dim=-1):
 def _lu(a):
     """LAPACK getrf: (LU, 1-based int32 pivots, sign of the permutation)."""
     lu, piv, _ = lax.linalg.lu(a)
-    n = a.shape[-1]
+    n = piv.shape[-1]  # min(m, n)
     swaps = jnp.sum(piv != jnp.arange(n, dtype=piv.dtype), axis=-1)
     sign = jnp.where(swaps % 2 == 0, 1, -1).astype(a.dtype)
     return lu, (piv + 1).astype(jnp.int32), sign
@@ -185,6 +190,30 @@ def linalg_slogdet(a):
 def linalg_lu_factor_ex(a, pivot=True, check_errors=False):
     lu, piv, _ = _lu(a)
     return lu, piv, jnp.zeros(a.shape[:-2], jnp.int32)
+
+
+def _unpack(lu, piv, _meta):
+    """(P, L, U) with A = P L U from getrf's LU and 1-based pivots; an output PyTorch leaves empty
+    (unpack_data/unpack_pivots False) is zeros of its meta shape."""
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    perm = lax.linalg.lu_pivots_to_permutation(piv.astype(jnp.int32) - 1, m)
+    P = jnp.swapaxes(jax.nn.one_hot(perm, m, dtype=lu.dtype), -1, -2)
+    L = jnp.tril(lu[..., :, :k], -1) + jnp.eye(m, k, dtype=lu.dtype)
+    U = jnp.triu(lu[..., :k, :])
+    return tuple(x if x.shape == tuple(shape) else jnp.zeros(shape, x.dtype)
+                 for x, (shape, _) in zip((P, L, U), _meta))
+
+
+@register(aten.lu_unpack.default, meta=True)
+def lu_unpack(lu, piv, unpack_data=True, unpack_pivots=True, _meta=None):
+    return _unpack(lu, piv, _meta)
+
+
+@register(aten.linalg_lu.default, meta=True)
+def linalg_lu(a, pivot=True, _meta=None):
+    lu, piv, _ = _lu(a)
+    return _unpack(lu, piv, _meta)
 
 
 def _lu_solve_left(lu, piv, b, adjoint):

@@ -384,6 +384,8 @@ def cumprod(x, dim, dtype=None, _meta=None):
 @register(aten.logcumsumexp.default, aten._logcumsumexp.default, meta=True)
 def logcumsumexp(x, dim, _meta=None):
     x, shape = _as_acc(x, _meta)
+    if x.dtype == jnp.float32:  # the CPU kernel accumulates in acc_type<float> = double
+        x = x.astype(jnp.float64)
     if x.ndim == 0 or x.size == 0:
         return x.reshape(shape)
     return lax.associative_scan(jnp.logaddexp, x, axis=_dim1(dim, x.ndim)).reshape(shape)

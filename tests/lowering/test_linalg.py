@@ -221,3 +221,22 @@ def test_linalg_grads():
     grad_check(lambda a: torch.linalg.inv(a), a)
     grad_check(lambda a, b: torch.linalg.solve(a, b), a, make((3, 2), F64))
     grad_check(lambda a: torch.linalg.cholesky(a @ a.T), a)
+
+
+def test_lu_non_square_and_unpack():
+    from lazyxla.testing import check, check_grad
+    g = torch.Generator().manual_seed(1)
+    for shape in [(3, 5), (5, 3), (2, 4, 4)]:
+        a = torch.randn(*shape, generator=g)
+        check(lambda t: torch.linalg.lu_factor(t), a, atol=1e-5, rtol=1e-5)
+        check(lambda t: torch.linalg.lu(t), a, atol=1e-5, rtol=1e-5)
+        check(lambda t: torch.lu_unpack(*torch.linalg.lu_factor(t)), a, atol=1e-5, rtol=1e-5)
+    check_grad(lambda t: torch.linalg.lu(t)[1], torch.randn(3, 5, generator=g), atol=1e-4, rtol=1e-4)
+
+
+def test_integer_addmv_truncates_float_scalars():
+    from lazyxla.testing import check
+    g = torch.Generator().manual_seed(2)
+    s, a, v = (torch.randint(-9, 9, sh, generator=g) for sh in [(5,), (5, 10), (10,)])
+    check(lambda s, a, v: torch.addmv(s, a, v, beta=0.2, alpha=0.6), s, a, v)
+    check(lambda s, a, v: torch.addmv(s, a, v, beta=2, alpha=3), s, a, v)
