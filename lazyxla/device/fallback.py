@@ -49,10 +49,13 @@ def materialize(tensors) -> None:
 
 def to_cpu(t: torch.Tensor) -> torch.Tensor:
     """A CPU copy of a lazyxla tensor's current value."""
-    materialize([t])
-    node = buf.state_of(t).read()
-    if node.op is not buf.DATA:  # a view: its value is a pending view node over device data
-        executor.sync_buffers([tmp := buf.Buffer(node)])
+    st = buf.state_of(t)
+    if st.root is st:
+        materialize([t])
+        node = st.read()
+    else:  # a view: its root and the view's own value in one program
+        tmp = buf.Buffer(st.read())
+        executor.sync_buffers([st.root, tmp])
         node = tmp.node
     with metrics.timed("TransferFromDeviceTime"):
         return to_host(node.data)
