@@ -109,12 +109,13 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
     return ref.add(v, mode="drop") if accumulate else ref.set(v, mode="drop")
 
 
-@register(aten.index_select.default)
-def index_select(x, dim, index):
-    if x.ndim == 0:
-        return x.reshape(index.shape) if index.ndim == 0 else jnp.broadcast_to(x, index.reshape(-1).shape)
+@register(aten.index_select.default, meta=True)
+def index_select(x, dim, index, _meta=None):
+    (shape, _), = _meta
+    if x.ndim == 0:  # PyTorch gives a 0-d result for a one-element index of a 0-d input
+        return jnp.broadcast_to(x, tuple(shape))
     dim = _norm(dim, x.ndim)
-    return jnp.take(x, _wrap(index.reshape(-1), x.shape[dim]), axis=dim, mode="clip")
+    return jnp.take(x, _wrap(index.reshape(-1), x.shape[dim]), axis=dim, mode="clip").reshape(shape)
 
 
 def _coords(index, dim, n):
@@ -260,3 +261,36 @@ def take(x, index):
     return flat.at[_wrap(index, flat.size)].get(mode="clip")
 
 
+
+
+@register(aten.index_reduce.default)
+def index_reduce(x, dim, index, source, reduce, include_self=True):
+    squeeze = x.ndim == 0
+    if squeeze:
+        x, source = x.reshape(1), source.reshape(1)
+    dim = _norm(dim, x.ndim)
+    xs = jnp.moveaxis(x, dim, 0)
+    src = jnp.moveaxis(source.reshape(source.shape if source.ndim == x.ndim else x.shape[:dim] + (-1,) + x.shape[dim + 1:]), dim, 0).astype(x.dtype)
+    idx = _wrap(index.reshape(-1), x.shape[dim])
+    hit = jnp.zeros((xs.shape[0],), jnp.int32).at[idx].add(1, mode="drop")
+    hit_b = hit.reshape((-1,) + (1,) * (xs.ndim - 1))
+    base = xs if include_self else jnp.where(hit_b > 0, _identity(reduce, x.dtype), xs)
+    if reduce == "mean":
+        total = base.at[idx].add(src, mode="drop")
+        count = jnp.maximum(hit_b + (1 if include_self else 0), 1).astype(x.dtype)
+        out = total / count if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.floor_divide(total, count)
+    else:
+        out = getattr(base.at[idx], _REDUCE[reduce])(src, mode="drop")
+    out = jnp.moveaxis(out, 0, dim)
+    return out.reshape(()) if squeeze else out
+
+
+@register(aten.put.default)
+def put(x, index, source, accumulate=False):
+    flat = x.reshape(-1)
+    if index.size == 0 or flat.size == 0:
+        return x
+    ref = flat.at[_wrap(index.reshape(-1), flat.size)]
+    src = source.reshape(-1).astype(x.dtype)
+    out = ref.add(src, mode="drop") if accumulate else ref.set(src, mode="drop")
+    return out.reshape(x.shape)

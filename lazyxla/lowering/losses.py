@@ -180,3 +180,103 @@ def soft_margin_loss(x, y, reduction=1):
 def soft_margin_loss_backward(g, x, y, reduction):
     z = jnp.exp(-y * x)
     return -y * z / (1 + z) * _grad_scale(g, x, reduction)
+
+
+# ---------------------------------------------------------------- margin losses
+
+def _vjp_first(fwd, x, g):
+    _, pull = jax.vjp(fwd, x)
+    return pull(jnp.broadcast_to(g, jax.eval_shape(fwd, x).shape).astype(x.dtype))[0]
+
+
+def _multi_margin(x, target, p, margin, weight, reduction):
+    c = x.shape[-1] if x.ndim else 1
+    x2 = x.reshape(-1, c)
+    t = target.reshape(-1).astype(jnp.int64)
+    xy = jnp.take_along_axis(x2, t[:, None], axis=1, mode="clip")
+    z = jnp.maximum(margin - xy + x2, 0)
+    z = jnp.where(p == 2, z * z, z)  # p is 1 or 2 (a runtime scalar)
+    if weight is not None:
+        z = z * weight.astype(z.dtype)[t][:, None]
+    z = jnp.where(jnp.arange(c)[None, :] == t[:, None], jnp.zeros((), z.dtype), z)
+    return _reduce(jnp.sum(z, axis=1) / c, reduction)
+
+
+@register("lazyxla::multi_margin_loss", meta=True)  # kernel: _zero_dim_none_kernel
+def multi_margin_loss(x, target, p=1, margin=1, weight=None, reduction=1, _meta=None):
+    return _multi_margin(x, target, p, margin, weight, reduction).reshape(_meta[0][0])
+
+
+@register(aten.multi_margin_loss_backward.default)
+def multi_margin_loss_backward(g, x, target, p, margin, weight=None, reduction=1):
+    return _vjp_first(lambda a: _multi_margin(a, target, p, margin, weight, reduction), x, g)
+
+
+def _multilabel_is_target(x2, t2):
+    """Labels are target[:k] up to the first -1; is_target marks them (in x's dtype)."""
+    n, c = x2.shape
+    valid = jnp.cumprod((t2 >= 0).astype(jnp.int32), axis=1).astype(bool)
+    rows = jnp.broadcast_to(jnp.arange(n)[:, None], t2.shape)
+    cols = jnp.where(valid, t2, c)  # c: dropped
+    is_target = jnp.zeros((n, c), x2.dtype).at[rows, cols].set(1, mode="drop")
+    return valid, is_target
+
+
+def _multilabel(x, target, reduction):
+    c = x.shape[-1] if x.ndim else 1
+    x2 = x.reshape(-1, c)
+    t2 = target.reshape(-1, c).astype(jnp.int64)
+    valid, is_target = _multilabel_is_target(x2, t2)
+    xy = jnp.take_along_axis(x2, jnp.where(valid, t2, 0), axis=1)          # (n, k)
+    z = jnp.maximum(1 - xy[:, :, None] + x2[:, None, :], 0)                # (n, k, c)
+    z = z * (valid[:, :, None] & (is_target[:, None, :] == 0)).astype(z.dtype)
+    loss = jnp.sum(z, axis=(1, 2)) / c
+    return _reduce(loss, reduction), is_target.reshape(x.shape)
+
+
+@register("lazyxla::multilabel_margin_loss_forward", meta=True)  # kernel: _zero_dim_none_kernel
+def multilabel_margin_loss_forward(x, target, reduction, _meta=None):
+    loss, is_target = _multilabel(x, target, reduction)
+    return loss.reshape(_meta[0][0]), is_target
+
+
+@register(aten.multilabel_margin_loss_backward.default)
+def multilabel_margin_loss_backward(g, x, target, reduction, is_target):
+    return _vjp_first(lambda a: _multilabel(a, target, reduction)[0], x, g)
+
+
+def _zero_dim_none_kernel(op, name, nargs_reduction):
+    """multi_margin_loss and multilabel_margin_loss_forward with reduction='none' on a 1-d or 0-d
+    input: PyTorch's CPU kernel gives a 0-d loss, its meta kernel (hence the lowering) shape (1,).
+    The lowering is registered under a private name (no generic kernel) and this direct kernel
+    records it, then reshapes to the CPU's shape."""
+    def kernel(*args, **kwargs):
+        from lazyxla.device import dispatch
+        from .registry import LOWERINGS
+        out = dispatch.record(op, LOWERINGS[name], args, kwargs)
+        x = args[0]
+        reduction = args[nargs_reduction] if len(args) > nargs_reduction else kwargs.get("reduction", 1)
+        if x.dim() <= 1 and reduction == 0:
+            if isinstance(out, (tuple, list)):
+                return (out[0].reshape(()), *out[1:])
+            return out.reshape(())
+        return out
+    return kernel
+
+
+_LIB = __import__("torch").library.Library("aten", "IMPL")
+_LIB.impl("multi_margin_loss", _zero_dim_none_kernel(aten.multi_margin_loss.default, "lazyxla::multi_margin_loss", 5), "PrivateUse1")
+_LIB.impl("multilabel_margin_loss_forward",
+          _zero_dim_none_kernel(aten.multilabel_margin_loss_forward.default,
+                                                "lazyxla::multilabel_margin_loss_forward", 2), "PrivateUse1")
+
+
+def _meta_like_input(*args, **kwargs):
+    """grad_input has the input's shape and dtype (args[1] is `self`)."""
+    return args[1].new_empty(args[1].shape)
+
+
+# PyTorch has no meta kernel for these backward ops; lazyxla infers shapes on meta tensors.
+_META = __import__("torch").library.Library("aten", "IMPL")
+for _name in ("multi_margin_loss_backward", "multilabel_margin_loss_backward"):
+    _META.impl(_name, _meta_like_input, "Meta")

@@ -399,7 +399,10 @@ def _batch_norm_kernel(x, w, b, rm, rv, training, momentum, eps):
         return out, mean, invstd
     if training:
         return aten._native_batch_norm_legit.no_stats(x, w, b, training, momentum, eps)
-    return aten._native_batch_norm_legit_no_training(x, w, b, rm, rv, momentum, eps)
+    out, mean, invstd = aten._native_batch_norm_legit_no_training(x, w, b, rm, rv, momentum, eps)
+    # In evaluation PyTorch's CPU kernel saves no statistics: empty (0,) tensors (the meta
+    # kernels report (C,)).
+    return (out, mean.new_empty((0,)), invstd.new_empty((0,)))
 
 
 def _batch_norm_legit_kernel(x, w, b, rm, rv, training, momentum, eps):
@@ -612,3 +615,100 @@ def upsample_bilinear2d_backward(g, output_size, input_size, align_corners, scal
     x = jnp.zeros(tuple(input_size), g.dtype)
     return _vjp(lambda a: _upsample_linear(a, output_size, align_corners, [scales_h, scales_w]),
                 [x], g, [True])[0]
+
+
+def _cubic_matrix(n_in, n_out, align_corners, scale):
+    """Bicubic (Keys, A = -0.75) weights with border-clamped taps, as PyTorch's upsample_bicubic2d."""
+    a = -0.75
+    s = float(np.float32(_src_scale(n_in, n_out, align_corners, scale)))
+    o = np.arange(n_out, dtype=np.float64)
+    src = o * s if align_corners else s * (o + 0.5) - 0.5
+    i0 = np.floor(src).astype(np.int64)
+    t = src - i0
+    c1 = lambda x: ((a + 2) * x - (a + 3)) * x * x + 1  # noqa: E731  |x| <= 1
+    c2 = lambda x: ((a * x - 5 * a) * x + 8 * a) * x - 4 * a  # noqa: E731  1 < |x| < 2
+    ws = [c2(t + 1), c1(t), c1(1 - t), c2(2 - t)]
+    m = np.zeros((n_out, n_in))
+    for k, w in enumerate(ws):
+        np.add.at(m, (np.arange(n_out), np.clip(i0 - 1 + k, 0, n_in - 1)), w)
+    return m
+
+
+def _aa_matrix(n_in, n_out, align_corners, scale, cubic):
+    """Anti-aliased (PIL-style) resampling weights of _upsample_bilinear2d_aa / _bicubic2d_aa: the
+    filter's support widens by the downscaling factor and each row is normalised."""
+    s = _src_scale(n_in, n_out, align_corners, scale)
+    interp = 4 if cubic else 2
+    support = interp * 0.5 * s if s >= 1.0 else interp * 0.5
+    inv = 1.0 / s if s >= 1.0 else 1.0
+
+    def filt(x):
+        x = np.abs(x)
+        if not cubic:
+            return np.maximum(1.0 - x, 0.0)
+        a = -0.5
+        return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                        np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        center = s * (i + 0.5)
+        xmin = max(int(center - support + 0.5), 0)
+        xmax = min(int(center + support + 0.5), n_in)
+        j = np.arange(xmin, xmax)
+        w = filt((j - center + 0.5) * inv)
+        tot = w.sum()
+        m[i, xmin:xmax] = w / tot if tot != 0 else w
+    return m
+
+
+def _nearest_matrix(exact):
+    def mk(n_in, n_out, align_corners, scale):
+        m = np.zeros((n_out, n_in))
+        m[np.arange(n_out), _nearest_index(n_in, n_out, scale, exact)] = 1.0
+        return m
+    return mk
+
+
+def _resample(x, output_size, align_corners, scales, matrix):
+    """Separable resampling: one (out, in) weight matrix per spatial dim, applied in turn."""
+    nd = len(output_size)
+    out = x
+    for i, o in enumerate(output_size):
+        ax = x.ndim - nd + i
+        m = jnp.asarray(matrix(x.shape[ax], o, align_corners, scales[i]), x.dtype)
+        out = jnp.moveaxis(jnp.tensordot(jnp.moveaxis(out, ax, -1), m.T, axes=1, precision=HIGHEST), -1, ax)
+    return out
+
+
+def _register_upsample(name, nd, matrix, has_align):
+    """Register aten.<name> and aten.<name>_backward (the VJP of the forward)."""
+    def split(rest):
+        align = rest[0] if has_align else False
+        return align, _scales(nd, *(rest[1:] if has_align else rest))
+
+    def fwd(x, output_size, *rest):
+        align, scales = split(rest)
+        if matrix is None:  # nearest: a gather (exact in every dtype)
+            return _upsample_nearest(x, output_size, scales, exact=name.startswith("_"))
+        return _resample(x, output_size, align, scales, matrix)
+
+    def bwd(g, output_size, input_size, *rest):
+        x = jnp.zeros(tuple(input_size), g.dtype)
+        return _vjp(lambda a: fwd(a, output_size, *rest), [x], g, [True])[0]
+
+    packet = getattr(aten, name, None)
+    if packet is not None and not (name in ("upsample_bilinear2d", "upsample_linear1d",
+                                            "upsample_nearest1d", "upsample_nearest2d",
+                                            "_upsample_nearest_exact2d")):
+        register(packet.default)(fwd)
+    register(getattr(aten, name + "_backward").default)(bwd)
+
+
+for _name, _nd, _mat, _align in (
+        ("upsample_nearest1d", 1, None, False), ("upsample_nearest3d", 3, None, False),
+        ("_upsample_nearest_exact1d", 1, None, False), ("_upsample_nearest_exact3d", 3, None, False),
+        ("upsample_linear1d", 1, _linear_matrix, True), ("upsample_trilinear3d", 3, _linear_matrix, True),
+        ("upsample_bicubic2d", 2, _cubic_matrix, True),
+        ("_upsample_bilinear2d_aa", 2, lambda *a: _aa_matrix(*a, cubic=False), True),
+        ("_upsample_bicubic2d_aa", 2, lambda *a: _aa_matrix(*a, cubic=True), True)):
+    _register_upsample(_name, _nd, _mat, _align)

@@ -83,8 +83,11 @@ def randperm(n, *args, _meta, _key, **kwargs):
 # ---------------------------------------------------------------- functional forms of x.op_()
 
 @register(aten.uniform.default, meta=True, random=True)
-def uniform(x, from_=0.0, to=1.0, generator=None, _meta=None, _key=None):
-    return _uniform(_key, x.shape, x.dtype, from_, to)
+def uniform(x, *args, _meta=None, _key=None, **kwargs):
+    # `from` is a Python keyword: it may arrive positionally or as kwargs["from"].
+    lo = args[0] if len(args) > 0 else kwargs.get("from", 0.0)
+    hi = args[1] if len(args) > 1 else kwargs.get("to", 1.0)
+    return _uniform(_key, x.shape, x.dtype, lo, hi)
 
 
 def _normal_inplace(x, mean=0.0, std=1.0, *, generator=None):

@@ -74,7 +74,24 @@ def constant_pad_nd(x, pad, value=0, _meta=None):
     return lax.pad(x.astype(dtype), jnp.asarray(value).astype(dtype), cfg)
 
 
+def _replicate_fn(nd):
+    """Replication padding as a gather: output j reads input clamp(j - pad_before, 0, n - 1), which
+    is PyTorch's rule for positive and negative (cropping) pads alike."""
+    def fwd(x, padding):
+        for i in range(nd):
+            ax = x.ndim - 1 - i
+            a, b = padding[2 * i], padding[2 * i + 1]
+            n = x.shape[ax]
+            src = np.clip(np.arange(n + a + b) - a, 0, n - 1)
+            x = jnp.take(x, jnp.asarray(src), axis=ax)
+        return x
+    return fwd
+
+
 def _pad_fn(mode, nd):
+    if mode == "edge":
+        return _replicate_fn(nd)
+
     def fwd(x, padding):
         cfg = [(0, 0)] * x.ndim
         for i in range(nd):

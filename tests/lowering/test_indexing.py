@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from lazyxla.testing import check, check_grad
@@ -71,3 +72,30 @@ def test_index_add_copy_fill_take():
     check(lambda x, i: x.take(i), x, torch.tensor([[0, -1], [5, 7]]))
     check(lambda x, s: x.masked_scatter(x > 0, s), x, torch.arange(12.))
     check(lambda i: torch.nn.functional.one_hot(i, 4), torch.tensor([0, 2, 1]))
+
+
+def test_index_select_zero_dim():
+    check(lambda a, b: torch.index_select(a, 0, b), torch.randn(5, 5), torch.tensor(2))
+    check(lambda a, b: torch.index_select(a, 0, b), torch.randn(5), torch.tensor(2))
+    check(lambda a, b: torch.index_select(a, 0, b), torch.tensor(3.), torch.tensor(0))
+    check(lambda a, b: torch.index_select(a, 0, b), torch.tensor(3.), torch.tensor([0]))
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce(reduce):
+    x, src, idx = torch.randn(5, 4), torch.randn(3, 4), torch.tensor([0, 2, 0])
+    for inc in (True, False):
+        check(lambda a, b, c: a.index_reduce(0, b, c, reduce, include_self=inc), x, idx, src)
+        check(lambda a, b, c: a.index_reduce(1, b, c, reduce, include_self=inc),
+              (x * 3).long(), torch.tensor([3, 1, 3, 0, 1, 1]), (torch.randn(5, 6) * 3).long())
+    check(lambda a, b, c: a.clone().index_reduce_(0, b, c, reduce), x, idx, src)
+    check_grad(lambda a, b, c: a.index_reduce(0, b, c, reduce), x, idx, src)
+
+
+def test_put():
+    x, idx, src = torch.randn(3, 4), torch.tensor([[0, -1], [5, 2]]), torch.randn(2, 2)
+    check(lambda a, b, c: a.put(b, c), x, idx, src)
+    check(lambda a, b, c: a.put(b, c, accumulate=True), x, torch.tensor([1, 1, 3]), torch.randn(3))
+    check(lambda a, b, c: a.clone().put_(b, c), x, idx, src)
+    check_grad(lambda a, b, c: a.put(b, c), x, idx, src)
+    check_grad(lambda a, b: a.take(b), x, idx)  # take's backward is put_ (accumulate)

@@ -82,3 +82,35 @@ def test_kl_div_and_soft_margin():
     s = torch.tensor([[1.0, -1, 1, -1]]).expand(3, 4)
     check(lambda x, s: F.soft_margin_loss(x, s), R(3, 4), s)
     check_grad(lambda x, s: F.soft_margin_loss(x, s[0], reduction="sum"), R(3, 4), [s])
+
+
+def _grad_native(fn, *args):
+    """check_grad, asserting that no op (backward included) fell back to the CPU."""
+    from lazyxla import metrics
+    before = set(metrics.executed_fallback_ops())
+    check_grad(fn, *args)
+    assert not set(metrics.executed_fallback_ops()) - before
+
+
+@pytest.mark.parametrize("kw", [{}, dict(p=2, margin=0.7), dict(reduction="sum"), dict(reduction="none")])
+def test_multi_margin_loss(kw):
+    x, t = R(4, 5), torch.tensor([0, 3, 4, 1])
+    check(lambda a, b: F.multi_margin_loss(a, b, **kw), x, t)
+    _grad_native(lambda a, b: F.multi_margin_loss(a, b, **kw), x, t)
+
+
+def test_multi_margin_loss_weight_and_small_inputs():
+    x, t = R(4, 5), torch.tensor([0, 3, 4, 1])
+    check(lambda a, b, w: F.multi_margin_loss(a, b, weight=w), x, t, torch.rand(5))
+    # 1-d and 0-d inputs: the CPU gives a 0-d loss for reduction='none' (the meta kernel (1,))
+    check(lambda a, b: F.multi_margin_loss(a, b, reduction="none"), R(5), torch.tensor(2))
+    check(lambda a, b: F.multi_margin_loss(a, b), R(()), torch.tensor(0))
+
+
+@pytest.mark.parametrize("red", REDS)
+def test_multilabel_margin_loss(red):
+    x = R(4, 5)
+    t = torch.tensor([[3, 0, -1, 1, 2], [1, -1, 2, 2, 2], [0, 1, 2, 3, 4], [-1, 0, 0, 0, 0]])
+    check(lambda a, b: F.multilabel_margin_loss(a, b, reduction=red), x, t)
+    _grad_native(lambda a, b: F.multilabel_margin_loss(a, b, reduction=red), x, t)
+    check(lambda a, b: F.multilabel_margin_loss(a, b, reduction=red), R(5), t[0])

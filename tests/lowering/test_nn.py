@@ -226,3 +226,36 @@ def test_small_cnn_training_step():
     model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(4, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
     _module_check(model, R(3, 2, 8, 8), atol=1e-4, rtol=1e-4)
+
+
+def _grad_native(fn, *args):
+    """check_grad, asserting that no op (backward included) fell back to the CPU."""
+    before = set(metrics.executed_fallback_ops())
+    check_grad(fn, *args)
+    assert not set(metrics.executed_fallback_ops()) - before
+
+
+_X1, _X2, _X3 = torch.randn(2, 3, 5), torch.randn(2, 3, 5, 6), torch.randn(1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("x,kw", [
+    (_X1, dict(size=8, mode="nearest")), (_X1, dict(scale_factor=1.7, mode="nearest-exact")),
+    (_X1, dict(size=3, mode="linear")), (_X1, dict(size=7, mode="linear", align_corners=True)),
+    (_X3, dict(size=(4, 5, 7), mode="nearest")), (_X3, dict(scale_factor=1.5, mode="nearest-exact")),
+    (_X3, dict(size=(5, 3, 6), mode="trilinear")),
+    (_X3, dict(size=(5, 3, 6), mode="trilinear", align_corners=True)),
+    (_X2, dict(size=(7, 4), mode="bicubic")), (_X2, dict(size=(3, 9), mode="bicubic", align_corners=True)),
+    (_X2, dict(size=(3, 9), mode="bilinear", antialias=True)),
+    (_X2, dict(scale_factor=0.6, mode="bilinear", antialias=True, align_corners=True)),
+    (_X2, dict(size=(2, 3), mode="bicubic", antialias=True)),
+    (_X2, dict(size=(9, 12), mode="bicubic", antialias=True)),
+], ids=lambda v: str(v.get("mode")) + str(v.get("antialias", "")) if isinstance(v, dict) else "")
+def test_upsample_modes(x, kw):
+    check(lambda a: F.interpolate(a, **kw), x)
+    _grad_native(lambda a: F.interpolate(a, **kw), x)
+
+
+def test_batch_norm_eval_saves_no_stats():
+    x, w, b, rm, rv = torch.randn(3, 2, 4), torch.rand(2), torch.rand(2), torch.rand(2), torch.rand(2) + 0.5
+    check(lambda *a: torch.ops.aten.native_batch_norm(*a, False, 0.1, 1e-5), x, w, b, rm, rv)
+    check(lambda *a: torch.ops.aten._native_batch_norm_legit(*a, False, 0.1, 1e-5), x, w, b, rm, rv)

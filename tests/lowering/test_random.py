@@ -99,3 +99,11 @@ def test_dropout():
     r1 = F.dropout(x, 0.5).detach().cpu()
     torch.manual_seed(7)
     assert torch.equal(F.dropout(x, 0.5).detach().cpu(), r1)
+
+
+def test_uniform_from_keyword():
+    x = torch.empty(1000, device=lazyxla.device())
+    y = torch.ops.aten.uniform(x, **{"from": -3.0, "to": -1.0}).cpu()
+    assert y.min() >= -3.0 and y.max() <= -1.0 and y.std() > 0.3
+    z = x.uniform_(2.0, 5.0).cpu()
+    assert z.min() >= 2.0 and z.max() <= 5.0

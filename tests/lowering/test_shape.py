@@ -64,3 +64,11 @@ def test_search_and_grid():
     check(lambda s, v: torch.searchsorted(torch.stack([s, s * 2]), v, side="right"), s, v)
     check(lambda s, v: torch.bucketize(v, s) + torch.bucketize(v, s, right=True), s, v)
     check(lambda s, v: torch.meshgrid(s, v[0], indexing="ij"), s, v)
+
+
+def test_replicate_pad_negative():
+    # Cropping beyond the replicated border: every output reads the clamped input position.
+    for x, pad in ((torch.randn(5, 3, 4, 4), (-4, 5, 0, 0)), (torch.randn(6, 2, 4, 4), (0, 0, 2, -4)),
+                   (torch.randn(5, 6, 4, 4), (5, -4, -4, 3)), (torch.randn(2, 3, 5), (-1, 2))):
+        check(lambda a: F.pad(a, pad, mode="replicate"), x)
+        check_grad(lambda a: F.pad(a, pad, mode="replicate"), x)
