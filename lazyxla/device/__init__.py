@@ -75,4 +75,6 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
+    from .modules import install
+    install()
     _registered = True

@@ -91,15 +91,19 @@ def test_pending_recording_is_bounded(fresh_metrics, monkeypatch):
     assert x.cpu().tolist() == [120.0, 120.0]
 
 
-def test_tied_weights_stay_tied_with_swap_on_conversion():
+def test_tied_weights_stay_tied_through_to_and_cpu():
     lin = torch.nn.Linear(4, 4, bias=False)
     seq = torch.nn.Sequential(lin, torch.nn.ReLU(), lin)
-    old = torch.__future__.get_swap_module_params_on_conversion()
-    torch.__future__.set_swap_module_params_on_conversion(True)
-    try:
-        seq.to(lazyxla.device())
-    finally:
-        torch.__future__.set_swap_module_params_on_conversion(old)
-    assert seq[0].weight is seq[2].weight
     x = torch.randn(2, 4)
-    torch.testing.assert_close(seq(x.to(lazyxla.device())).cpu(), seq.cpu()(x))
+    with torch.no_grad():
+        ref = seq(x)
+    seq.to(lazyxla.device())
+    assert seq[0].weight is seq[2].weight and len(list(seq.parameters())) == 1
+    with torch.no_grad():
+        torch.testing.assert_close(seq(x.to(lazyxla.device())).cpu(), ref)
+    seq.cpu()
+    assert seq[0].weight is seq[2].weight and seq[0].weight.device.type == "cpu"
+    assert not torch.__future__.get_swap_module_params_on_conversion(), "the global flag is restored"
+    other = torch.nn.Sequential(lin, lin)
+    other.to(torch.float64)  # conversions not involving lazyxla keep PyTorch's default path
+    assert not torch.__future__.get_swap_module_params_on_conversion()
