@@ -657,3 +657,12 @@ def efficientzerotensor(size, *args, _meta, **kwargs):
     """Autograd's zero gradients (sgn, ...): a plain zero array on the device (PyTorch's ZeroTensor
     is an optimisation its CPU fallback cannot copy)."""
     return jnp.zeros(_meta[0][0], out_dtype(_meta))
+
+
+@register(aten.angle.default, meta=True)
+def angle(x, _meta):
+    if jnp.iscomplexobj(x):
+        return jnp.angle(x)
+    x = compute(_meta, x)
+    return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, jnp.asarray(np.pi, x.dtype),
+                                                 jnp.zeros((), x.dtype)))

@@ -54,3 +54,10 @@ def test_polygamma_negative_and_digamma_grad():
 
 def test_sgn_grad_zero_tensor():
     check_grad(torch.sgn, torch.randn(5))
+
+
+def test_angle():
+    x = torch.tensor([-2.0, 0.0, 3.0, float("nan"), -0.0])
+    check(torch.angle, x)
+    check(torch.angle, torch.tensor([-2, 0, 3]))
+    check(torch.angle, torch.complex(x, x.flip(0)))
