@@ -44,6 +44,19 @@ def _key(args, _Tensor=torch.Tensor):
     return tuple([a for a in args if not isinstance(a, _Tensor)])
 
 
+def _symbolic_inputs(gm) -> tuple:
+    """Positions of placeholders whose example value has a symbolic or unknown shape."""
+    out = []
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        val = node.meta.get("val", node.meta.get("example_value"))
+        if isinstance(val, torch.Tensor):
+            if any(not isinstance(d, int) for d in val.shape):
+                out.append(i)
+        elif val is None:
+            out.append(i)  # no metadata: a tensor's shape may vary (non-tensors are keyed anyway)
+    return tuple(out)
+
+
 def _is_lazy(a) -> bool:
     return isinstance(a, torch.Tensor) and a.device.type == "lazyxla"
 
@@ -112,6 +125,15 @@ class Bridge:
         self.gm, self.name = gm, name
         self.programs: dict = {}
         self.last_key = None
+        # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
+        # a partition of a dynamic graph may see a new length only through a tensor's shape.
+        self.shape_positions = _symbolic_inputs(gm)
+
+    def _key(self, args):
+        key = _key(args)
+        if self.shape_positions:
+            key += tuple(tuple(getattr(args[i], "shape", ())) for i in self.shape_positions)
+        return key
 
     def _retrace(self, key, args, cause=None):
         if self.programs:
@@ -123,7 +145,7 @@ class Bridge:
         return entry
 
     def __call__(self, *args, _retried=False):
-        key = _key(args)
+        key = self._key(args)
         entry = self.programs.get(key)
         if entry is None:
             entry = self._retrace(key, args)
@@ -158,4 +180,4 @@ def _describe_change(old, new) -> str:
     if len(old) != len(new):
         return f"number of non-tensor arguments changed {len(old)} -> {len(new)}"
     diffs = [f"arg {i}: {a!r} -> {b!r}" for i, (a, b) in enumerate(zip(old, new)) if a != b]
-    return "non-tensor arguments changed: " + (", ".join(diffs) if diffs else f"{new} (seen before)")
+    return "non-tensor arguments (and symbolic input shapes) changed: " + (", ".join(diffs) if diffs else f"{new} (seen before)")
