@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 _CACHE: dict = {}
+_MISSING = object()
 
 
 def _to_meta(x):
@@ -32,8 +33,8 @@ def _spec(out):
 
 def infer(op, key, args, kwargs):
     """Output spec: (shape, dtype) for a tensor, a tuple of specs for several outputs."""
-    spec = _CACHE.get(key) if key is not None else None
-    if spec is None:
+    spec = _CACHE.get(key, _MISSING) if key is not None else _MISSING
+    if spec is _MISSING:  # (a cached spec may be None: in-place _foreach ops return nothing)
         out = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
         spec = _spec(out)
         if key is not None:
