@@ -13,6 +13,7 @@ whose padding is dropped by the scatter).
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from .registry import aten, register
 
@@ -294,3 +295,53 @@ def put(x, index, source, accumulate=False):
     src = source.reshape(-1).astype(x.dtype)
     out = ref.add(src, mode="drop") if accumulate else ref.set(src, mode="drop")
     return out.reshape(x.shape)
+
+
+# ---------------------------------------------------------------- segment_reduce
+
+def _segment_reduce(data, reduce, lengths, offsets, axis, initial):
+    if lengths is None:
+        lengths = jnp.diff(offsets, axis=-1)
+    if lengths.ndim > 1:  # batched: leading dims of lengths index data's leading dims
+        import jax
+        lead = lengths.shape[:-1]
+        b = int(np.prod(lead))
+        f = jax.vmap(lambda d, ln: _segment_reduce(d, reduce, ln, None, 0, initial))
+        out = f(data.reshape((b,) + data.shape[len(lead):]), lengths.reshape(b, -1))
+        return out.reshape(lead + out.shape[1:])
+    axis = _norm(axis, data.ndim)
+    x = jnp.moveaxis(data, axis, 0)
+    s, n = lengths.shape[0], x.shape[0]
+    ends = jnp.cumsum(lengths)
+    ids = jnp.searchsorted(ends, jnp.arange(n), side="right")  # >= s past the last segment: dropped
+    shape = (s,) + x.shape[1:]
+    how = {"sum": "add", "mean": "add", "max": "max", "min": "min", "prod": "multiply"}[reduce]
+    ident = _identity("amax" if reduce == "max" else "amin" if reduce == "min" else reduce, x.dtype)
+    start = ident if initial is None else jnp.asarray(initial).astype(x.dtype)
+    out = getattr(jnp.full(shape, start, x.dtype).at[ids], how)(x, mode="drop")
+    lb = lengths.reshape((s,) + (1,) * (x.ndim - 1))
+    if reduce == "mean":
+        out = jnp.where(lb > 0, out / jnp.maximum(lb, 1).astype(x.dtype),
+                        start if initial is not None else jnp.asarray(jnp.nan, x.dtype))
+    return jnp.moveaxis(out, 0, axis)
+
+
+@register(aten.segment_reduce.default)
+def segment_reduce(data, reduce, lengths=None, indices=None, offsets=None, axis=0, unsafe=False,
+                   initial=None):
+    return _segment_reduce(data, reduce, lengths, offsets, axis, initial)
+
+
+@register(aten._segment_reduce_backward.default)
+def segment_reduce_backward(grad, output, data, reduce, lengths=None, offsets=None, axis=0, initial=None):
+    import jax
+    if reduce == "prod":
+        # d out / d x = out / x, spread back along the segments (JAX has no scatter-mul gradient);
+        # data with zeros: nonfinite where PyTorch's kernel takes the product of the others.
+        ones = jnp.ones_like(data)
+        _, pull = jax.vjp(lambda d: _segment_reduce(d, "sum", lengths, offsets, axis, None), ones)
+        # pull of a segment sum broadcasts a per-segment value to its elements
+        spread = pull((grad * output).astype(data.dtype))[0]
+        return spread / data
+    _, pull = jax.vjp(lambda d: _segment_reduce(d, reduce, lengths, offsets, axis, initial), data)
+    return pull(grad.astype(data.dtype))[0]

@@ -99,3 +99,17 @@ def test_put():
     check(lambda a, b, c: a.clone().put_(b, c), x, idx, src)
     check_grad(lambda a, b, c: a.put(b, c), x, idx, src)
     check_grad(lambda a, b: a.take(b), x, idx)  # take's backward is put_ (accumulate)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce(reduce):
+    x, lengths, offsets = torch.randn(5, 3), torch.tensor([0, 1, 2, 2]), torch.tensor([0, 0, 1, 3, 5])
+    for init in (None, 1.5):
+        check(lambda a, n: torch.segment_reduce(a, reduce, lengths=n, initial=init), x, lengths)
+        check(lambda a, o: torch.segment_reduce(a, reduce, offsets=o, initial=init), x, offsets)
+    # batched lengths (axis = lengths.dim() - 1)
+    check(lambda a, n: torch.segment_reduce(a, reduce, lengths=n, axis=1),
+          x.T.contiguous(), torch.stack([lengths, lengths.flip(0), lengths]))
+    check_grad(lambda a, n: torch.segment_reduce(a, reduce, lengths=n, initial=1.5), x, lengths)
+    check_grad(lambda a, o: torch.segment_reduce(a, reduce, offsets=o, axis=1),
+               x.T.contiguous(), torch.stack([offsets] * 3))
