@@ -712,3 +712,18 @@ for _name, _nd, _mat, _align in (
         ("_upsample_bilinear2d_aa", 2, lambda *a: _aa_matrix(*a, cubic=False), True),
         ("_upsample_bicubic2d_aa", 2, lambda *a: _aa_matrix(*a, cubic=True), True)):
     _register_upsample(_name, _nd, _mat, _align)
+
+
+def _batch_norm_with_update_kernel(x, w, b, rm, rv, momentum, eps):
+    """_batch_norm_with_update: training batch norm that updates the running stats in place; the
+    fourth output is the (empty, uint8) cuDNN reserve."""
+    out, mean, invstd = _batch_norm_kernel(x, w, b, rm, rv, True, momentum, eps)
+    return out, mean, invstd, x.new_empty((0,), dtype=torch.uint8)
+
+
+_LIB.impl("_batch_norm_with_update", _batch_norm_with_update_kernel, "PrivateUse1")
+
+
+@register(aten.batch_norm_backward.default)
+def batch_norm_backward(g, x, w, rm, rv, save_mean, save_var, update, eps, output_mask, reserve):
+    return native_batch_norm_backward(g, x, w, rm, rv, save_mean, save_var, update, eps, output_mask)

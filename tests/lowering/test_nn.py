@@ -259,3 +259,22 @@ def test_batch_norm_eval_saves_no_stats():
     x, w, b, rm, rv = torch.randn(3, 2, 4), torch.rand(2), torch.rand(2), torch.rand(2), torch.rand(2) + 0.5
     check(lambda *a: torch.ops.aten.native_batch_norm(*a, False, 0.1, 1e-5), x, w, b, rm, rv)
     check(lambda *a: torch.ops.aten._native_batch_norm_legit(*a, False, 0.1, 1e-5), x, w, b, rm, rv)
+
+
+def test_batch_norm_with_update():
+    x, w, b = torch.randn(3, 2, 4), torch.rand(2), torch.rand(2)
+    rm, rv = torch.rand(2), torch.rand(2) + 0.5
+    d = lazyxla.device()
+    rm_d, rv_d = rm.to(d), rv.to(d)
+    exp = torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.3, 1e-5)
+    got = torch.ops.aten._batch_norm_with_update(x.to(d), w.to(d), b.to(d), rm_d, rv_d, 0.3, 1e-5)
+    torch.testing.assert_close(to_cpu(got), exp)
+    torch.testing.assert_close(rm_d.cpu(), rm)
+    torch.testing.assert_close(rv_d.cpu(), rv)
+
+
+def test_batch_norm_with_update_grad():
+    def f(x, w, b):
+        rm, rv = torch.zeros(2, device=x.device), torch.ones(2, device=x.device)
+        return torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.3, 1e-5)[0]
+    _grad_native(f, torch.randn(3, 2, 4), torch.rand(2), torch.rand(2))
