@@ -99,12 +99,13 @@ def cut(roots: list[Node]) -> Graph:
         entries.append(("param", p.shape, p.dtype))
         keyparts.append(f"{kind}{p.shape}{p.dtype}")
     fix = lambda i: -1 - i if i < 0 else n_params + i  # noqa: E731
+    ops = []
     for node in order:
-        ins = tuple(fix(index[id(x)]) for x in node.inputs)
+        ins = tuple([fix(index[id(x)]) for x in node.inputs])
         entries.append((node.op, ins, node.attrs, node.shape, node.dtype))
-        keyparts.append(f"{node.op.name}{ins}{node.attrs!r}")
+        ops.append((node.op.name, ins, node.attrs))
     outputs = [fix(index[id(r)]) for r in roots]
-    key = ";".join(keyparts) + f"->{outputs}"
+    key = ";".join(keyparts) + repr(ops) + f"->{outputs}"  # one repr: the structure, in C
     scalars = frozenset(i for i, p in enumerate(params) if p.op is SCALAR)
     spec = GraphSpec(entries, outputs, n_params, key, strong_hash(key), tuple(rng_params), scalars)
     return Graph(spec, params, roots)

@@ -52,9 +52,17 @@ def scalar_node(value, dtype: torch.dtype | None = None, rng: bool = False) -> N
     return Node(SCALAR, (), None, (), dtype, data=value, rng=rng)
 
 
-class Slot(int):
-    """In a node's attrs template: 'the i-th input of this node goes here'."""
-    __slots__ = ()
+class Slot(str):
+    """In a node's attrs template: 'the i-th input of this node goes here'. A str ('%i') so that
+    the graph key's repr of a template runs in C, and stays distinct from a literal int."""
+    index: int
 
-    def __repr__(self):
-        return f"%{int(self)}"
+    def __new__(cls, i: int):
+        slot = _SLOTS.get(i)
+        if slot is None:
+            slot = _SLOTS[i] = str.__new__(cls, f"%{i}")
+            slot.index = i
+        return slot
+
+
+_SLOTS: dict = {}

@@ -16,7 +16,7 @@ class LoweringError(RuntimeError):
 def _fill(template, env):
     t = type(template)
     if t is Slot:
-        return env[template]
+        return env[template.index]
     if t is tuple:
         return tuple(_fill(x, env) for x in template)
     return template
