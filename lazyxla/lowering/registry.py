@@ -74,12 +74,21 @@ def is_scalar_type(arg_type) -> bool:
     return "number" in str(arg_type) or "Scalar" in str(arg_type)
 
 
+# out= overloads whose functional overload has other argument names
+_OUT_TO_FUNCTIONAL = {"aten::arange.out": "aten::arange.default",
+                      "aten::arange.start_out": "aten::arange.start_step"}
+
+
 @functools.lru_cache(maxsize=None)
 def functional_variant(op):
     """The functional overload computing what an in-place (`add_`) or out= (`add.out`) op writes:
     same base name without the trailing underscore, and the same non-out arguments. None if there
     is none."""
     schema = op._schema
+    full = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    if full in _OUT_TO_FUNCTIONAL:
+        base_name, ov = _OUT_TO_FUNCTIONAL[full].split("::")[1].split(".")
+        return getattr(getattr(aten, base_name), ov)
     name = schema.name.split("::")[1]
     base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
     if not hasattr(aten, base):

@@ -141,3 +141,9 @@ def narrow(x, dim, start, length):
     dim = _norm(dim, x.ndim)
     start = start + x.shape[dim] if start < 0 else start
     return lax.slice_in_dim(x, start, start + length, axis=dim)
+
+
+@register(aten.view_as_complex.default, view=True,
+          scatter=lambda base, value, _meta: jnp.stack([jnp.real(value), jnp.imag(value)], -1).astype(base.dtype))
+def view_as_complex(x):
+    return x[..., 0] + 1j * x[..., 1]

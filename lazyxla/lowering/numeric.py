@@ -1,0 +1,93 @@
+"""Leftover numeric families: complex construction, number theory, incomplete gamma,
+multivariate log-gamma, frexp, renorm, histc."""
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+
+from lazyxla.jaxenv import np_dtype
+from .pointwise import compute
+from .registry import aten, register
+
+
+@register(aten.complex.default, meta=True)
+def complex_(real, imag, _meta):
+    real, imag = compute(_meta, real, imag)
+    return jnp.real(real) + 1j * jnp.real(imag)
+
+
+@register(aten.polar.default, meta=True)
+def polar(abs_, angle, _meta):
+    abs_, angle = compute(_meta, abs_, angle)
+    abs_, angle = jnp.real(abs_), jnp.real(angle)
+    return abs_ * jnp.cos(angle) + 1j * (abs_ * jnp.sin(angle))
+
+
+@register(aten.gcd.default)
+def gcd(x, y):
+    return jnp.gcd(x, y)
+
+
+@register(aten.lcm.default)
+def lcm(x, y):
+    return jnp.abs(jnp.lcm(x, y))
+
+
+@register(aten.igamma.default, meta=True)
+def igamma(a, x, _meta):
+    a, x = compute(_meta, a, x)
+    return jsp.gammainc(a, x)
+
+
+@register(aten.igammac.default, meta=True)
+def igammac(a, x, _meta):
+    a, x = compute(_meta, a, x)
+    return jsp.gammaincc(a, x)
+
+
+@register(aten.mvlgamma.default, meta=True)
+def mvlgamma(x, p, _meta):
+    x = compute(_meta, x)
+    # PyTorch: sum_{j<p} lgamma(x - j/2) + p(p-1)/4 log(pi) (its domain check runs on the host)
+    j = jnp.arange(p, dtype=x.dtype) / 2
+    return jnp.sum(jsp.gammaln(x[..., None] - j), axis=-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+@register(aten.frexp.Tensor, meta=True)
+def frexp(x, _meta):
+    (_, mdt), (_, edt) = _meta
+    m, e = jnp.frexp(x.astype(np_dtype(mdt)))
+    return m, e.astype(np_dtype(edt))
+
+
+@register(aten.renorm.default, meta=True)
+def renorm(x, p, dim, maxnorm, _meta):
+    x = compute(_meta, x)
+    dim = dim % x.ndim
+    axes = tuple(i for i in range(x.ndim) if i != dim)
+    p = jnp.asarray(p, x.dtype)
+    norms = jnp.where(jnp.isinf(p), jnp.max(jnp.abs(x), axis=axes, keepdims=True),
+                      jnp.sum(jnp.abs(x) ** p, axis=axes, keepdims=True) ** (1 / p))
+    maxnorm = jnp.asarray(maxnorm, x.dtype)
+    # PyTorch's CPU kernel: scale = maxnorm / (norm + 1e-7) where norm > maxnorm
+    scale = jnp.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+    return x * scale
+
+
+@register(aten.histc.default, meta=True, static=True)
+def histc(x, bins=100, min=0, max=0, _meta=None):
+    (_, dt), = _meta
+    x = x.astype(np_dtype(dt)).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi:  # PyTorch takes the data's range (and widens an empty one by 1)
+        lo_t, hi_t = jnp.min(x) if x.size else 0.0, jnp.max(x) if x.size else 0.0
+    else:
+        lo_t, hi_t = jnp.asarray(lo, x.dtype), jnp.asarray(hi, x.dtype)
+    same = lo_t == hi_t
+    lo_t, hi_t = jnp.where(same, lo_t - 1, lo_t), jnp.where(same, hi_t + 1, hi_t)
+    inside = (x >= lo_t) & (x <= hi_t)
+    idx = jnp.floor((x - lo_t) * bins / (hi_t - lo_t)).astype(jnp.int64)
+    idx = jnp.clip(idx, 0, bins - 1)  # the max value lands in the last bin
+    return jnp.zeros(bins, x.dtype).at[idx].add(inside.astype(x.dtype))
