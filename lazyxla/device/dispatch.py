@@ -174,10 +174,14 @@ def _install():
 _install()
 
 
-def record_node(op, low: Lowering, args, kwargs):
-    """The IR node of a functional op call, and its output spec."""
+def record_node(op, low: Lowering, args, kwargs, validate=None):
+    """The IR node of a functional op call, and its output spec. `validate`: the in-place overload
+    being recorded; its meta kernel runs (cached) on the same arguments, so PyTorch's in-place
+    broadcasting and casting errors are raised before anything is recorded."""
     BUDGET.tick()
     inputs, attrs, key = convert_args(op, args, kwargs)
+    if validate is not None:
+        meta.infer(validate, None if key is None else (validate,) + key[1:], args, kwargs)
     spec = meta.infer(op, key, args, kwargs)
     if low.random:
         inputs.append(scalar_node(rng.next_seed(), torch.int64, rng=True))

@@ -61,11 +61,12 @@ def _mutating_kernel(op):
         for t in targets:
             if isinstance(t, torch.Tensor) and t.device.type != "lazyxla":
                 raise dispatch.device_mismatch(t)
-        # Validate as PyTorch would (in-place broadcasting, dtype casting rules) on meta tensors.
-        inputs, attrs, key = dispatch.convert_args(op, args, kwargs)
         from lazyxla.ir import meta
-        meta.infer(op, key, args, kwargs)
-        node, spec = dispatch.record_node(fop, low, fargs, fkw)
+        if inplace and fkw == kwargs:  # same arguments: one conversion serves both meta runs
+            node, spec = dispatch.record_node(fop, low, fargs, fkw, validate=op)
+        else:  # out= overloads: validate with the out tensors, record without them
+            meta.infer(op, dispatch.convert_args(op, args, kwargs)[2], args, kwargs)
+            node, spec = dispatch.record_node(fop, low, fargs, fkw)
         values = [node] if meta.is_tensor_spec(spec) else list(dispatch.outputs_for(node, spec))
         flat_targets = [x for t in targets for x in (t if isinstance(t, (list, tuple)) else [t])]
         values = [buf.state_of(v).read() if isinstance(v, torch.Tensor) else v for v in values]
