@@ -95,6 +95,7 @@ class _Recorder:
             self.key.append(type(v))
             return Slot(len(self.inputs) - 1)
         if type(v) in (list, tuple):
+            self.key.append(("[", len(v)))  # f([1, 2], 3) and f([1], 2, 3) differ
             return tuple(self.value(x, runtime_scalar) for x in v)
         if isinstance(v, torch.device):
             v = torch.device(v.type) if v.type != _LAZY else None  # device is not part of a program
@@ -120,20 +121,20 @@ def convert_args(op, args, kwargs):
 _GETITEM = Lowering("getitem", lambda xs, i: xs[i])
 
 
-def outputs_for(node_or_spec_node, spec):
+def output_nodes(node, spec) -> list:
+    """The nodes of a recorded node's outputs (None for an undefined one), without tensors: what
+    in-place and out= kernels write into their targets."""
+    if meta.is_tensor_spec(spec):
+        return [node]
+    return [None if s is None else Node(_GETITEM, (node,), ((Slot(0), i), ()), s[0], s[1])
+            for i, s in enumerate(spec)]
+
+
+def outputs_for(node, spec):
     """Tensors for a recorded node: one, or a tuple for a multi-output op."""
-    node = node_or_spec_node
     if meta.is_tensor_spec(spec):
         return buf.wrap_node(node)
-    outs = []
-    for i, s in enumerate(spec):
-        if s is None:  # an undefined output (e.g. a backward op's output_mask=False)
-            outs.append(None)
-            continue
-        shape, dtype = s
-        child = Node(_GETITEM, (node,), (((Slot(0), i)), ()), shape, dtype)
-        outs.append(buf.wrap_node(child))
-    return tuple(outs)
+    return tuple(None if n is None else buf.wrap_node(n) for n in output_nodes(node, spec))
 
 
 class PendingBudget:
@@ -205,7 +206,7 @@ def record(op, low, args, kwargs):
 
 def converted(node: Node, shape, dtype) -> Node:
     """`node` cast to dtype and broadcast to shape (what writing it into such a tensor means)."""
-    if node.dtype == dtype and tuple(node.shape) == tuple(shape):
+    if node.dtype is dtype and node.shape == shape:  # shape: a tuple or torch.Size
         return node
     return Node(_BROADCAST_CAST, (node,), ((Slot(0), tuple(shape)), ()), tuple(shape), dtype)
 

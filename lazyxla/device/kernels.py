@@ -46,39 +46,46 @@ def _mutating_kernel(op):
     out_names = {arg_names[i] for i in positions if op._schema.arguments[i].is_out}
     inplace = not out_names
     fnames = {a.name for a in fop._schema.arguments}
-    defaults = [(a.name, a.default_value) for a in op._schema.arguments
+    # (name, position, default): the dispatcher drops defaults the functional op may lack
+    defaults = [(a.name, i, a.default_value) for i, a in enumerate(op._schema.arguments)
                 if a.has_default_value() and a.name in fnames and a.name not in out_names]
+    returns = len(op._schema.returns)
+    from lazyxla.ir import meta
+    _write, _converted, _state_of = dispatch.write_resizing, dispatch.converted, buf.state_of
 
     def kernel(*args, **kwargs):
-        def arg(i):
-            return args[i] if i < len(args) else kwargs[arg_names[i]]
-        targets = [arg(i) for i in positions]
-        fargs = args
-        fkw = {k: v for k, v in kwargs.items() if k not in out_names}
-        for name, default in defaults:  # the dispatcher drops defaults the functional op may lack
-            if name not in fkw and arg_names.index(name) >= len(args):
+        n = len(args)
+        targets = [args[i] if i < n else kwargs[arg_names[i]] for i in positions]
+        fkw = {k: v for k, v in kwargs.items() if k not in out_names} if out_names else dict(kwargs)
+        for name, i, default in defaults:
+            if i >= n and name not in fkw:
                 fkw[name] = default
+        flat_targets = []
         for t in targets:
-            if isinstance(t, torch.Tensor) and t.device.type != "lazyxla":
-                raise dispatch.device_mismatch(t)
-        from lazyxla.ir import meta
-        if inplace and fkw == kwargs:  # same arguments: one conversion serves both meta runs
-            node, spec = dispatch.record_node(fop, low, fargs, fkw, validate=op)
+            for x in (t if type(t) in (list, tuple) else (t,)):
+                if isinstance(x, torch.Tensor) and x.device.type != "lazyxla":
+                    raise dispatch.device_mismatch(x)
+                flat_targets.append(x)
+        if inplace:  # one conversion serves both meta runs (fkw: kwargs with schema defaults)
+            node, spec = dispatch.record_node(fop, low, args, fkw, validate=op)
         else:  # out= overloads: validate with the out tensors, record without them
             meta.infer(op, dispatch.convert_args(op, args, kwargs)[2], args, kwargs)
-            node, spec = dispatch.record_node(fop, low, fargs, fkw)
-        values = [node] if meta.is_tensor_spec(spec) else list(dispatch.outputs_for(node, spec))
-        flat_targets = [x for t in targets for x in (t if isinstance(t, (list, tuple)) else [t])]
-        values = [buf.state_of(v).read() if isinstance(v, torch.Tensor) else v for v in values]
+            node, spec = dispatch.record_node(fop, low, args, fkw)
+        values = dispatch.output_nodes(node, spec)
         if len(values) != len(flat_targets):
             raise RuntimeError(f"lazyxla: {op} writes {len(flat_targets)} tensors, its functional "
                                f"form {fop} returns {len(values)}")
         for t, v in zip(flat_targets, values):
-            if inplace and v is not None and not torch.can_cast(v.dtype, t.dtype):
+            if not inplace:
+                _write(t, v)
+                continue
+            dtype = t.dtype
+            if v.dtype is not dtype and not torch.can_cast(v.dtype, dtype):
                 raise RuntimeError(f"result type {_type_name(v.dtype)} can't be cast to the desired "
-                                   f"output type {_type_name(t.dtype)}")
-            dispatch.write_resizing(t, v)
-        if not op._schema.returns:  # _foreach_add_ and friends return nothing
+                                   f"output type {_type_name(dtype)}")
+            # in place: the meta run has checked that the result has the target's shape
+            _state_of(t).write(_converted(v, t.shape, dtype))
+        if not returns:  # _foreach_add_ and friends return nothing
             return None
         if len(targets) == 1:
             return targets[0]
