@@ -65,6 +65,11 @@ _CONJ = Lowering("resolve_conj", lambda x: x.conj())
 _NEG = Lowering("resolve_neg", lambda x: -x)
 
 
+# While the dynamo bridge traces a graph: id(scalar node) -> (node, the CPU 0-dim tensor it was
+# read from), so that a graph input of that kind is fed its current value on every replay.
+CPU_SCALAR_SOURCES: dict | None = None
+
+
 class _Recorder:
     """Converts one call's arguments; `inputs` are the node's input nodes."""
     __slots__ = ("inputs", "key")
@@ -82,7 +87,10 @@ class _Recorder:
             self.key.append((t.shape, t.dtype))
             return Slot(len(self.inputs) - 1)
         if t.dim() == 0 and t.device.type == "cpu":  # CPU scalars mix with any device in PyTorch
-            self.inputs.append(scalar_node(t.item(), t.dtype))
+            node = scalar_node(t.item(), t.dtype)
+            if CPU_SCALAR_SOURCES is not None:  # a bridge trace: remember which tensor fed it
+                CPU_SCALAR_SOURCES[id(node)] = (node, t)  # holding node: its id stays unique
+            self.inputs.append(node)
             self.key.append(("cpu0", t.dtype))
             return Slot(len(self.inputs) - 1)
         raise device_mismatch(t)

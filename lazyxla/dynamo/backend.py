@@ -40,7 +40,7 @@ class CompiledGraph:
 
     def _build(self, args):
         # torch.compile's fake-tensor constants are moved to the device by the graph itself
-        if part.all_statically_supported(self.gm):  # B6: no trial run needed
+        if part.all_statically_supported(self.gm, args):  # B6: no trial run needed
             return Bridge(self.gm, self.name)
         unsupported = part.find_unsupported(self.gm, args)
         if not unsupported:

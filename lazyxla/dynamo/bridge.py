@@ -61,17 +61,24 @@ def _is_lazy(a) -> bool:
     return isinstance(a, torch.Tensor) and a.device.type == "lazyxla"
 
 
+def _is_cpu_scalar(a) -> bool:
+    """A 0-dim CPU tensor (an optimizer's step count, a bias correction): PyTorch mixes these with
+    any device; the program takes its value as a runtime scalar on every call."""
+    return a.device.type == "cpu" and a.dim() == 0 and not a.requires_grad
+
+
 def extract(gm, args, name="graph") -> Extracted:
     """Trace `gm` on `args` through the lazy runtime, compile without running, undo the trace."""
     metrics.counter_inc("DynamoExtractCompiledGraph")
     executor.sync_all()  # so that clearing the trace's IR afterwards cannot drop the user's work
     for a in args:
-        if isinstance(a, torch.Tensor) and not _is_lazy(a):
+        if isinstance(a, torch.Tensor) and not _is_lazy(a) and not _is_cpu_scalar(a):
             raise RuntimeError(f"lazyxla bridge: graph input on {a.device}; move the model and its "
-                               "inputs to lazyxla.device()")
+                               "inputs to lazyxla.device() (only 0-dim CPU tensors may stay)")
     roots_of_args = {id(buf.state_of(a).root): j for j, a in enumerate(args) if _is_lazy(a)}
     rng_state = rng.get_state()  # the trace's random ops must not consume the device RNG
     dispatch.BUDGET.suspended += 1  # a trace must never execute
+    dispatch.CPU_SCALAR_SOURCES = sources = {}
     try:
         outs = gm(*args)
         container = type(outs) if isinstance(outs, (tuple, list)) else None
@@ -97,13 +104,14 @@ def extract(gm, args, name="graph") -> Extracted:
             graph = cut(roots)
             executor.CACHE.remember(graph.spec)
             executor.executable_for(graph.spec)  # warm-up compile: nothing is executed
-            matcher = InputMatcher(graph, args)
+            matcher = InputMatcher(graph, args, sources)
             h = graph.spec.hash
             if debug_enabled():
                 _print_debug(gm, name, graph)
         else:
             h, matcher = None, None
     finally:
+        dispatch.CPU_SCALAR_SOURCES = None
         executor.clear_pending_ir()  # undo the trace: mutated inputs revert to their data
         rng.set_state(rng_state)
         dispatch.BUDGET.suspended -= 1

@@ -1,39 +1,49 @@
 """The input matcher: how to rebuild a program's parameter list on every call.
 
 Built once at extraction, by graph position: parameter i comes from call argument j (the device
-data of its root buffer), or is a constant captured by the trace (a scalar, or device data created
-inside the graph), or is an RNG seed drawn fresh on every call. Identity is used only while
+data of its root buffer, or the current value of a 0-dim CPU tensor), or is a constant captured by
+the trace (a scalar, or device data created inside the graph), or is an RNG seed drawn fresh on
+every call. Identity is used only while
 extracting, never at replay, so a tensor shared between graphs is never frozen as a constant."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from lazyxla.device import rng
 from lazyxla.ir import buffer as buf
 from lazyxla.jaxenv import np_dtype
 from lazyxla.runtime import executor
 
-ARG, CONST, SEED = 0, 1, 2
+ARG, CONST, SEED, CPU = 0, 1, 2, 3
 _DATA = buf.DATA
 
 
 class InputMatcher:
     __slots__ = ("plan", "tensor_positions", "arg_only")
 
-    def __init__(self, graph, args):
-        # At extraction every tensor argument holds device data (the bridge syncs them first).
-        by_node = {}
+    def __init__(self, graph, args, cpu_sources=None):
+        """cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from)."""
+        # Every tensor argument held device data when the trace began (the bridge syncs them
+        # first); an argument the graph wrote to holds it as `committed` now.
+        by_node, cpu_args = {}, {}
         for j, a in enumerate(args):
-            if isinstance(a, __import__("torch").Tensor):
-                node = buf.state_of(a).root.node
-                by_node.setdefault(id(node), j)
+            if isinstance(a, torch.Tensor):
+                if a.device.type == "lazyxla":
+                    root = buf.state_of(a).root
+                    by_node.setdefault(id(root.committed or root.node), j)
+                else:
+                    cpu_args.setdefault(id(a), j)
         plan = []
         rngs = set(graph.spec.rng_params)
         for i, p in enumerate(graph.params):
+            source = (cpu_sources or {}).get(id(p))
             if i in rngs:
                 plan.append((SEED, np_dtype(p.dtype)))
             elif id(p) in by_node:
                 plan.append((ARG, by_node[id(p)]))
+            elif source is not None and id(source[1]) in cpu_args:  # read again on every call
+                plan.append((CPU, (cpu_args[id(source[1])], np_dtype(p.dtype))))
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
                 value = p.data if p.op is buf.DATA else np.asarray(p.data, dtype=np_dtype(p.dtype))
                 plan.append((CONST, value))
@@ -61,6 +71,8 @@ class InputMatcher:
                 feed.append(root.node.data)
             elif kind == CONST:
                 feed.append(v)
+            elif kind == CPU:
+                feed.append(np.asarray(args[v[0]].item(), dtype=v[1]))
             else:
                 feed.append(np.asarray(rng.next_seed(), dtype=v))
         return feed

@@ -37,34 +37,55 @@ def statically_supported(node: torch.fx.Node) -> bool:
     return f is not None and f in LOWERINGS
 
 
-def all_statically_supported(gm) -> bool:
+def all_statically_supported(gm, args=()) -> bool:
+    """Every node lowers, and every tensor input is on lazyxla (a CPU scalar input may feed CPU
+    ops, which only the trial run can tell apart)."""
+    if any(isinstance(a, torch.Tensor) and a.device.type != "lazyxla" for a in args):
+        return False
     return all(statically_supported(n) for n in gm.graph.nodes)
 
 
-def _lazy_only(tree) -> bool:
-    ok = True
+def _tensors(tree) -> list:
+    return [x for x in torch.utils._pytree.tree_leaves(tree) if isinstance(x, torch.Tensor)]
 
-    def visit(x):
-        nonlocal ok
-        if isinstance(x, torch.Tensor) and x.device.type != "lazyxla":
-            ok = False
-    torch.utils._pytree.tree_map(visit, tree)
-    return ok
+
+def _lazy_node_ok(args, result) -> bool:
+    """Results all on lazyxla; arguments on lazyxla, or 0-dim CPU tensors (runtime scalars of
+    the program, as an optimizer's step count) that the op reads without writing."""
+    ins, outs = _tensors(args), _tensors(result)
+    if any(t.device.type != "lazyxla" for t in outs):
+        return False
+    others = [t for t in ins if t.device.type != "lazyxla"]
+    if not others:  # lazyxla tensors only, or no tensors at all
+        return True
+    if any(t.device.type != "cpu" or t.dim() != 0 for t in others):
+        return False
+    return len(others) < len(ins) or bool(outs)  # CPU-only arithmetic stays on the CPU
 
 
 class _Collector(torch.fx.Interpreter):
     def __init__(self, gm):
         super().__init__(gm)
         self.unsupported: list[torch.fx.Node] = []
+        self.attrs: dict = {}
+
+    def get_attr(self, target, args, kwargs):
+        # Dynamo lifts module state (parameters, optimizer state) into attributes: stand in for
+        # them too, once per attribute so that aliases stay aliases.
+        if target not in self.attrs:
+            self.attrs[target] = _stand_in(super().get_attr(target, args, kwargs))
+        return self.attrs[target]
 
     def run_node(self, n):
         if n.op not in ("call_function", "call_method", "call_module"):
             return super().run_node(n)
         before = _fallback_counts()
         args, kwargs = self.fetch_args_kwargs_from_env(n)
+        cpu_versions = [t._version for t in _tensors((args, kwargs)) if t.device.type == "cpu"]
         result = super().run_node(n)
         fell_back = _fallback_counts() != before
-        if fell_back or not _lazy_only((args, kwargs)) or not _lazy_only(result):
+        wrote_cpu = cpu_versions != [t._version for t in _tensors((args, kwargs)) if t.device.type == "cpu"]
+        if fell_back or wrote_cpu or not _lazy_node_ok((args, kwargs), result):
             self.unsupported.append(n)
         return result
 
@@ -75,9 +96,13 @@ def _fallback_counts():
 
 def _stand_in(a):
     """A tensor with the same current value that shares no state with `a` (device data is
-    immutable, so sharing the data node is a zero-copy copy)."""
-    if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
-        return buf.wrap_node(buf.state_of(a).read())
+    immutable, so sharing the data node is a zero-copy copy). CPU tensors are cloned: the trial
+    must not advance, say, an optimizer's step count that the real call advances again."""
+    if isinstance(a, torch.Tensor):
+        if a.device.type == "lazyxla":
+            return buf.wrap_node(buf.state_of(a).read())
+        c = a.detach().clone()
+        return c.requires_grad_() if a.requires_grad else c
     return a
 
 

@@ -83,6 +83,22 @@ def test_in_place_update_of_an_input_is_applied_exactly_once():
         torch.testing.assert_close(ed.cpu(), ec)
 
 
+def test_in_place_update_of_an_input_under_no_grad_reads_the_current_value():
+    """Inference graphs (no aot_autograd) keep in-place ops: the program must take the mutated
+    input as a parameter, not the value it had while the graph was traced."""
+    def f(x, y):
+        x.mul_(0.5).add_(y)
+        return x + 1
+    cf = torch.compile(f, backend="lazyxla")
+    xc, y = torch.ones(3), torch.arange(3.0)
+    xd, yd = xc.to(D), y.to(D)
+    with torch.no_grad():
+        for _ in range(4):
+            ec, ed = f(xc, y), cf(xd, yd)
+            torch.testing.assert_close(xd.cpu(), xc)
+            torch.testing.assert_close(ed.cpu(), ec)
+
+
 def test_duplicate_pass_through_none_and_int_outputs():
     def f(x, y):
         z = x + y
