@@ -57,7 +57,7 @@ def math_bits(node, conj, neg):
     its Conjugate/Negative fallbacks rely on clone/copy_ (and so every read) to resolve them."""
     for flag, low in ((conj, _CONJ), (neg, _NEG)):
         if flag:
-            node = Node(low, (node,), ((Slot(0),), ()), node.shape, node.dtype)
+            node = Node(low, (node,), ((Slot(0),), ()), node.shape, node.dtype, key=())
     return node
 
 
@@ -80,50 +80,71 @@ class _Recorder:
 
     def tensor(self, t):
         st = getattr(t.untyped_storage(), "_lazyxla", None)  # only lazyxla storages carry state
+        inputs = self.inputs
         if st is not None:
-            node = st.read()
-            self.inputs.append(math_bits(node, True, False) if t.is_conj() else
-                               math_bits(node, False, True) if t.is_neg() else node)
+            node = st.node if type(st) is Buffer else st.read()
+            if t.is_conj():
+                node = math_bits(node, True, False)
+            elif t.is_neg():
+                node = math_bits(node, False, True)
+            inputs.append(node)
             self.key.append((t.shape, t.dtype))
-            return Slot(len(self.inputs) - 1)
+            n = len(inputs) - 1
+            return _SLOT[n] if n < _NSLOT else Slot(n)
         if t.dim() == 0 and t.device.type == "cpu":  # CPU scalars mix with any device in PyTorch
             node = scalar_node(t.item(), t.dtype)
             if CPU_SCALAR_SOURCES is not None:  # a bridge trace: remember which tensor fed it
                 CPU_SCALAR_SOURCES[id(node)] = (node, t)  # holding node: its id stays unique
-            self.inputs.append(node)
+            inputs.append(node)
             self.key.append(("cpu0", t.dtype))
-            return Slot(len(self.inputs) - 1)
+            n = len(inputs) - 1
+            return _SLOT[n] if n < _NSLOT else Slot(n)
         raise device_mismatch(t)
 
     def value(self, v, runtime_scalar):
+        tv = type(v)
+        if tv in _NUMBERS:
+            if runtime_scalar:
+                self.inputs.append(scalar_node(v))
+                self.key.append(tv)
+                n = len(self.inputs) - 1
+                return _SLOT[n] if n < _NSLOT else Slot(n)
+            # (type, value): 6 == 6.0 == True in a dict key, but they give different dtypes;
+            # repr keeps -0.0 apart from 0.0 (the graph key relies on this key being exact)
+            self.key.append((tv, v) if tv is int or tv is bool or (tv is float and v) else (tv, repr(v)))
+            return v
         if isinstance(v, torch.Tensor):
             return self.tensor(v)
-        if runtime_scalar and type(v) in (int, float, bool, complex):
-            self.inputs.append(scalar_node(v))
-            self.key.append(type(v))
-            return Slot(len(self.inputs) - 1)
-        if type(v) in (list, tuple):
+        if tv is list or tv is tuple:
             self.key.append(("[", len(v)))  # f([1, 2], 3) and f([1], 2, 3) differ
-            return tuple(self.value(x, runtime_scalar) for x in v)
-        if isinstance(v, torch.device):
+            return tuple([self.value(x, runtime_scalar) for x in v])
+        if tv is torch.device:
             v = torch.device(v.type) if v.type != _LAZY else None  # device is not part of a program
-        # (type, value): 6 == 6.0 == True in a dict key, but they give different dtypes
-        self.key.append((type(v), v) if type(v) in (int, float, bool, complex) else v)
+        self.key.append((tv, v))  # typed: numpy's float32(1) == float64(1)
         return v
 
 
+_NUMBERS = frozenset((int, float, bool, complex))
+_NSLOT = 1024
+_SLOT = [Slot(i) for i in range(_NSLOT)]  # Slot(i) without a call, for the first 1024 inputs
+
+
 def convert_args(op, args, kwargs):
-    """-> (inputs, attrs template, meta key or None)"""
+    """-> (inputs, attrs template, meta key). The key may be unhashable (meta.infer copes)."""
     info = op_info(op)
     r = _Recorder()
-    targs = tuple(r.value(a, i in info.scalar_pos) for i, a in enumerate(args))
-    tkw = tuple((k, r.value(v, k in info.scalar_kw)) for k, v in kwargs.items())
-    key = (op, tuple(r.key))
-    try:
-        hash(key)
-    except TypeError:
-        key = None
-    return r.inputs, (targs, tkw), key
+    pos = info.scalar_pos
+    targs = tuple([r.value(a, i in pos) for i, a in enumerate(args)])
+    if kwargs:
+        kw = info.scalar_kw
+        tkw = []
+        for k, v in kwargs.items():
+            r.key.append(k)
+            tkw.append((k, r.value(v, k in kw)))
+        tkw = tuple(tkw)
+    else:
+        tkw = ()
+    return r.inputs, (targs, tkw), (op, tuple(r.key))
 
 
 _GETITEM = Lowering("getitem", lambda xs, i: xs[i])
@@ -134,7 +155,7 @@ def output_nodes(node, spec) -> list:
     in-place and out= kernels write into their targets."""
     if meta.is_tensor_spec(spec):
         return [node]
-    return [None if s is None else Node(_GETITEM, (node,), ((Slot(0), i), ()), s[0], s[1])
+    return [None if s is None else Node(_GETITEM, (node,), ((Slot(0), i), ()), s[0], s[1], key=i)
             for i, s in enumerate(spec)]
 
 
@@ -196,10 +217,10 @@ def record_node(op, low: Lowering, args, kwargs, validate=None):
         inputs.append(scalar_node(rng.next_seed(), torch.int64, rng=True))
         attrs = (attrs[0], attrs[1] + (("_key", Slot(len(inputs) - 1)),))
     if meta.is_tensor_spec(spec):
-        return Node(low, tuple(inputs), attrs, spec[0], spec[1]), spec
+        return Node(low, tuple(inputs), attrs, spec[0], spec[1], key=key), spec
     if not spec:  # an op with no tensor outputs (e.g. an empty _foreach list)
         return None, spec
-    return Node(low, tuple(inputs), attrs, None, spec), spec
+    return Node(low, tuple(inputs), attrs, None, spec, key=key), spec
 
 
 def record(op, low, args, kwargs):
@@ -216,7 +237,8 @@ def converted(node: Node, shape, dtype) -> Node:
     """`node` cast to dtype and broadcast to shape (what writing it into such a tensor means)."""
     if node.dtype is dtype and node.shape == shape:  # shape: a tuple or torch.Size
         return node
-    return Node(_BROADCAST_CAST, (node,), ((Slot(0), tuple(shape)), ()), tuple(shape), dtype)
+    shape = tuple(shape)
+    return Node(_BROADCAST_CAST, (node,), ((Slot(0), shape), ()), shape, dtype, key=shape)
 
 
 def _broadcast_cast(x, shape, _meta):
@@ -249,11 +271,11 @@ def record_view(op, low: Lowering, self, args, kwargs):
     kw = tuple((k, r.value(v, False)) for k, v in kwargs.items())
     if r.inputs:
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
-    key = (op, self.shape, self.dtype, tuple(r.key))
+    key = (op, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
     spec = meta.infer(op, key, (self,) + tuple(args), kwargs)
     shape, dtype = spec
     st = state_of(self)
     chain = st.chain if type(st) is View else ()
-    entry = (low, ((Slot(0),) + rest, kw), ((Slot(0), Slot(1)) + rest, kw), shape, dtype)
+    entry = (low, ((Slot(0),) + rest, kw), ((Slot(0), Slot(1)) + rest, kw), shape, dtype, key)
     return new_tensor(View(st.root, chain + (entry,)), shape, dtype)
 

@@ -74,8 +74,8 @@ class Buffer:
 
 
 class View:
-    """`chain` is a tuple of (view Lowering, read attrs, scatter attrs, shape, dtype) applied to the
-    root's value."""
+    """`chain` is a tuple of (view Lowering, read attrs, scatter attrs, shape, dtype, key) applied
+    to the root's value (key: the recorder's exact signature of the view op)."""
     __slots__ = ("base", "chain", "_src", "_node", "__weakref__")
 
     def __init__(self, base: Buffer, chain: tuple):
@@ -90,17 +90,17 @@ class View:
         src = self.base.node
         if self._src is not src:  # memoised per root value: repeated reads build no new nodes
             node = src
-            for low, attrs, _, shape, dtype in self.chain:
-                node = Node(low, (node,), attrs, shape, dtype)
+            for low, attrs, _, shape, dtype, key in self.chain:
+                node = Node(low, (node,), attrs, shape, dtype, key=key)
             self._src, self._node = src, node
         return self._node
 
     def write(self, node: Node) -> None:
         values = [self.base.node]
-        for low, attrs, _, shape, dtype in self.chain[:-1]:
-            values.append(Node(low, (values[-1],), attrs, shape, dtype))
-        for (low, _, sattrs, _, _), outer in zip(reversed(self.chain), reversed(values)):
-            node = Node(low.scatter, (outer, node), sattrs, outer.shape, outer.dtype)
+        for low, attrs, _, shape, dtype, key in self.chain[:-1]:
+            values.append(Node(low, (values[-1],), attrs, shape, dtype, key=key))
+        for (low, _, sattrs, _, _, key), outer in zip(reversed(self.chain), reversed(values)):
+            node = Node(low.scatter, (outer, node), sattrs, outer.shape, outer.dtype, key=key)
         self.base.write(node)
 
 

@@ -64,13 +64,16 @@ def strong_hash(key: str) -> str:
     return hashlib.blake2b(_version_salt() + key.encode(), digest_size=16).hexdigest()
 
 
+# Exact structural key (a tuple, hashed and compared in C) -> GraphSpec. A hit skips building the
+# spec's canonical text and its BLAKE2b hash, which cost about half of a cut.
+_BY_STRUCTURE: dict = {}
+_MAX_STRUCTURES = 4096
+
+
 def cut(roots: list[Node]) -> Graph:
     """Roots must be distinct, non-leaf nodes."""
-    index: dict[int, int] = {}
-    entries: list = []
-    keyparts: list = []
+    index: set[int] = set()
     params: list[Node] = []
-    rng_params: list[int] = []
     # Parameters first (in first-visit order), ops after: a stable layout for the matcher.
     order: list[Node] = []
     stack = [(r, False) for r in reversed(roots)]
@@ -80,13 +83,11 @@ def cut(roots: list[Node]) -> Graph:
         if nid in index:
             continue
         if node.op is DATA or node.op is SCALAR:
-            index[nid] = -1 - len(params)
-            if node.rng:
-                rng_params.append(len(params))
+            index.add(nid)
             params.append(node)
             continue
         if expanded:
-            index[nid] = len(order)
+            index.add(nid)
             order.append(node)
             continue
         stack.append((node, True))
@@ -94,18 +95,41 @@ def cut(roots: list[Node]) -> Graph:
             if id(inp) not in index:
                 stack.append((inp, False))
     n_params = len(params)
-    for p in params:
+    pos = {id(p): i for i, p in enumerate(params)}
+    pos.update({id(node): i for i, node in enumerate(order, n_params)})
+    ops = []
+    for node in order:
+        k = node.key
+        ops.append((node.op, tuple([pos[id(x)] for x in node.inputs]),
+                    k if k is not None else repr(node.attrs), node.shape, node.dtype))
+    outputs = [pos[id(r)] for r in roots]
+    structure = (tuple([(p.op is SCALAR, p.rng, p.shape, p.dtype) for p in params]), tuple(ops),
+                 tuple(outputs))
+    try:
+        spec = _BY_STRUCTURE.get(structure)
+    except TypeError:  # an unhashable attribute: the canonical text alone keys this graph
+        spec, structure = None, None
+    if spec is None:
+        spec = _make_spec(params, order, ops, outputs)
+        if structure is not None:
+            if len(_BY_STRUCTURE) >= _MAX_STRUCTURES:
+                _BY_STRUCTURE.clear()
+            _BY_STRUCTURE[structure] = spec
+    return Graph(spec, params, roots)
+
+
+def _make_spec(params, order, ops, outputs) -> GraphSpec:
+    entries, keyparts, rng_params = [], [], []
+    for i, p in enumerate(params):
         kind = "S" if p.op is SCALAR else "P"
         entries.append(("param", p.shape, p.dtype))
         keyparts.append(f"{kind}{p.shape}{p.dtype}")
-    fix = lambda i: -1 - i if i < 0 else n_params + i  # noqa: E731
-    ops = []
-    for node in order:
-        ins = tuple([fix(index[id(x)]) for x in node.inputs])
+        if p.rng:
+            rng_params.append(i)
+    text_ops = []
+    for node, (_, ins, _, _, _) in zip(order, ops):
         entries.append((node.op, ins, node.attrs, node.shape, node.dtype))
-        ops.append((node.op.name, ins, node.attrs))
-    outputs = [fix(index[id(r)]) for r in roots]
-    key = ";".join(keyparts) + repr(ops) + f"->{outputs}"  # one repr: the structure, in C
+        text_ops.append((node.op.name, ins, node.attrs))
+    key = ";".join(keyparts) + repr(text_ops) + f"->{outputs}"  # one repr: the structure, in C
     scalars = frozenset(i for i, p in enumerate(params) if p.op is SCALAR)
-    spec = GraphSpec(entries, outputs, n_params, key, strong_hash(key), tuple(rng_params), scalars)
-    return Graph(spec, params, roots)
+    return GraphSpec(entries, outputs, len(params), key, strong_hash(key), tuple(rng_params), scalars)

@@ -33,7 +33,10 @@ def _spec(out):
 
 def infer(op, key, args, kwargs):
     """Output spec: (shape, dtype) for a tensor, a tuple of specs for several outputs."""
-    spec = _CACHE.get(key, _MISSING) if key is not None else _MISSING
+    try:
+        spec = _CACHE.get(key, _MISSING) if key is not None else _MISSING
+    except TypeError:  # an unhashable argument: infer without caching
+        key, spec = None, _MISSING
     if spec is _MISSING:  # (a cached spec may be None: in-place _foreach ops return nothing)
         out = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
         spec = _spec(out)

@@ -13,12 +13,16 @@ SCALAR = "scalar"
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "rng", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "rng", "key", "__weakref__")
 
-    def __init__(self, op, inputs, attrs, shape, dtype, data=None, rng=False):
+    def __init__(self, op, inputs, attrs, shape, dtype, data=None, rng=False, key=None):
         self.op = op          # Lowering (op node), DATA or SCALAR
         self.inputs = inputs  # tuple[Node, ...]
         self.attrs = attrs    # hashable static description: everything but the inputs
+        # A hashable stand-in for attrs whose equality is exact (numbers tagged with their type,
+        # -0.0 apart from 0.0): the recorder's signature. None: the graph key falls back to
+        # repr(attrs).
+        self.key = key
         self.shape = shape    # tuple[int, ...] or None for a multi-output node
         self.dtype = dtype    # torch.dtype, or tuple of (shape, dtype) for a multi-output node
         self.data = data      # DATA: jax.Array; SCALAR: the value fed at execution

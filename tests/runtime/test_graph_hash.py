@@ -63,3 +63,34 @@ def test_hash_is_128_bit_hex():
 def test_runtime_scalar_value_does_not_change_the_hash():
     assert _hash(lambda a, b: a * 0.1) == _hash(lambda a, b: a * 0.2)
     assert _hash(lambda a, b: a * 2) != _hash(lambda a, b: a * 2.0)  # int vs float promotes differently
+
+
+def test_static_numbers_are_keyed_exactly():
+    """Program lookup compares graph structures as tuples, where 0.0 == -0.0 and 1 == 1.0 == True:
+    the key must still tell such attributes apart (and the results must show it)."""
+    assert _hash(lambda a, b: torch.nan_to_num(a / 0 * 0, nan=0.0)) != \
+        _hash(lambda a, b: torch.nan_to_num(a / 0 * 0, nan=-0.0))
+    d = lazyxla.device()
+    x = torch.tensor([float("nan"), 1.0])
+    for _ in range(2):  # the second round replays both programs from the structure map
+        pos, neg = torch.nan_to_num(x.to(d), nan=0.0), torch.nan_to_num(x.to(d), nan=-0.0)
+        assert not torch.signbit(pos.cpu()[0]) and torch.signbit(neg.cpu()[0])
+    s1, s3 = torch.sum(x.to(d), 0, keepdim=True), torch.sum(x.to(d), [0], keepdim=True)
+    assert s1.shape == s3.shape == (1,)
+
+
+def test_structurally_equal_graphs_share_one_spec(fresh_metrics):
+    """A repeated step finds its GraphSpec by structure (no canonical text, no BLAKE2b)."""
+    from lazyxla.ir import buffer as buf
+    from lazyxla.ir.graph import cut
+    d = lazyxla.device()
+    w = torch.ones(4, 4, device=d)
+    lazyxla.sync()
+    specs = []
+    for _ in range(3):
+        w = (w * 0.5 + 1).relu()
+        specs.append(cut([buf.state_of(w).root.node]).spec)
+        lazyxla.sync()
+    assert specs[0] is specs[1] is specs[2]
+    assert lazyxla.metrics.counter_value("UncachedCompile") == 2  # torch.ones, then the step
+    torch.testing.assert_close(w.cpu(), torch.full((4, 4), 1.875))
