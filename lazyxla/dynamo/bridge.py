@@ -57,6 +57,19 @@ def _symbolic_inputs(gm) -> tuple:
     return tuple(out)
 
 
+def _attribute_tensors(gm) -> tuple:
+    """The lazyxla tensors behind the graph's get_attr nodes, in graph order."""
+    out = []
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            obj = gm
+            for part in node.target.split("."):
+                obj = getattr(obj, part)
+            if _is_lazy(obj) and not any(obj is o for o in out):
+                out.append(obj)
+    return tuple(out)
+
+
 def _is_lazy(a) -> bool:
     return isinstance(a, torch.Tensor) and a.device.type == "lazyxla"
 
@@ -67,10 +80,13 @@ def _is_cpu_scalar(a) -> bool:
     return a.device.type == "cpu" and a.dim() == 0 and not a.requires_grad
 
 
-def extract(gm, args, name="graph") -> Extracted:
-    """Trace `gm` on `args` through the lazy runtime, compile without running, undo the trace."""
+def extract(gm, args, name="graph", attrs=()) -> Extracted:
+    """Trace `gm` on `args` through the lazy runtime, compile without running, undo the trace.
+    `attrs`: the lazyxla tensors the graph reads as attributes (Dynamo lifts optimizer state so);
+    they are inputs like the arguments, following them in the matcher's and mutations' numbering."""
     metrics.counter_inc("DynamoExtractCompiledGraph")
     executor.sync_all()  # so that clearing the trace's IR afterwards cannot drop the user's work
+    call_args, args = args, tuple(args) + tuple(attrs)
     for a in args:
         if isinstance(a, torch.Tensor) and not _is_lazy(a) and not _is_cpu_scalar(a):
             raise RuntimeError(f"lazyxla bridge: graph input on {a.device}; move the model and its "
@@ -80,7 +96,7 @@ def extract(gm, args, name="graph") -> Extracted:
     dispatch.BUDGET.suspended += 1  # a trace must never execute
     dispatch.CPU_SCALAR_SOURCES = sources = {}
     try:
-        outs = gm(*args)
+        outs = gm(*call_args)
         container = type(outs) if isinstance(outs, (tuple, list)) else None
         outs = list(outs) if container else [outs]
         handler = OutputHandler(outs, args, roots_of_args)
@@ -136,6 +152,7 @@ class Bridge:
         # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
         # a partition of a dynamic graph may see a new length only through a tensor's shape.
         self.shape_positions = _symbolic_inputs(gm)
+        self.attrs = _attribute_tensors(gm)
 
     def _key(self, args):
         key = _key(args)
@@ -149,15 +166,16 @@ class Bridge:
             metrics.counter_inc("DynamoRetrace")
             metrics.record_event("retrace", graph=self.name, cause=cause)
             log.warning("lazyxla: re-extracting %s: %s", self.name, cause)
-        entry = self.programs[key] = extract(self.gm, args, self.name)
+        entry = self.programs[key] = extract(self.gm, args, self.name, self.attrs)
         return entry
 
-    def __call__(self, *args, _retried=False):
-        key = self._key(args)
+    def __call__(self, *call_args, _retried=False):
+        key = self._key(call_args)
         entry = self.programs.get(key)
         if entry is None:
-            entry = self._retrace(key, args)
+            entry = self._retrace(key, call_args)
         self.last_key = key
+        args = call_args + self.attrs if self.attrs else call_args
         if entry.hash is None:  # nothing to compute: outputs are inputs, constants, ints
             return _pack(entry, entry.outputs([], args))
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
@@ -168,9 +186,9 @@ class Bridge:
         except (TypeError, ValueError) as e:  # a tensor's shape/dtype differs from the trace's
             if _retried:
                 raise
-            self._retrace(key, args, cause=f"input shapes or dtypes changed under the same "
-                                           f"non-tensor arguments {key}: {e}")
-            return self(*args, _retried=True)
+            self._retrace(key, call_args, cause=f"input shapes or dtypes changed under the same "
+                                                f"non-tensor arguments {key}: {e}")
+            return self(*call_args, _retried=True)
         for j, slot in entry.mutated:  # in-place updates of inputs, applied exactly once
             root = buf.state_of(args[j]).root
             root.write(data_node(results[slot], root.node.dtype))

@@ -79,8 +79,9 @@ def test_compiled_training_matches_eager(kind):
         torch.testing.assert_close(g, r)
 
 
-def _adamw_steps(params, grads, compiled, steps=4):
-    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1)  # default: step counts on the CPU
+def _adamw_steps(params, grads, compiled, capturable=False, steps=4):
+    # default (capturable=False): step counts are 0-dim CPU tensors
+    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, capturable=capturable)
     step = torch.compile(opt.step, backend="lazyxla") if compiled else opt.step
     for _ in range(steps):
         for p, g in zip(params, grads):
@@ -89,10 +90,13 @@ def _adamw_steps(params, grads, compiled, steps=4):
     return opt
 
 
-def test_compiled_optimizer_step_with_cpu_step_counts_is_one_program(fresh_metrics):
-    """AdamW keeps each step count in a 0-dim CPU tensor. The compiled step runs the CPU
+@pytest.mark.parametrize("capturable", [False, True])
+def test_compiled_optimizer_step_matches_eager_as_one_program(capturable, fresh_metrics):
+    """AdamW keeps each step count in a 0-dim CPU tensor by default: the compiled step runs that
     bookkeeping (step += 1, bias corrections) on the CPU and everything else in one XLA program
-    that reads those scalars afresh on every call; the trial run must not advance the counts."""
+    that reads those scalars afresh on every call, and the trial run must not advance them. With
+    capturable=True the counts live on the device, as attributes Dynamo lifts out of the
+    optimizer: the program must read and update them in place like its arguments."""
     torch._dynamo.reset()
     g = torch.Generator().manual_seed(0)
     ref = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
@@ -100,14 +104,14 @@ def test_compiled_optimizer_step_with_cpu_step_counts_is_one_program(fresh_metri
     ref_params = [p.clone().requires_grad_() for p in ref]
     lazy_params = [p.to(D).requires_grad_() for p in ref]
     ref_opt = _adamw_steps(ref_params, grads, compiled=False)
-    opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True)
+    opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True, capturable=capturable)
     lazyxla.sync()
     for p, r in zip(lazy_params, ref_params):
         torch.testing.assert_close(p.detach().cpu(), r.detach())
-    for p, r in zip(lazy_params, ref_params):
         state = opt.state[p]
-        assert state["step"].device.type == "cpu" and state["step"].item() == 4.0
+        assert state["step"].device.type == ("lazyxla" if capturable else "cpu")
+        assert state["step"].item() == 4.0
         torch.testing.assert_close(state["exp_avg_sq"].cpu(), ref_opt.state[r]["exp_avg_sq"])
-    # one program for the device work: graphs extracted once, no lazy ops left between partitions
+    # one program for the device work: extracted once, no lazy ops left between partitions
     assert metrics.counter_value("DynamoExtractCompiledGraph") == 1
     assert (metrics.counter_value("DynamoSyncInputExecuteTime") or 0) == 0
