@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -39,6 +40,9 @@ def _env(threads: int, extra_pythonpath: bool = True) -> dict:
     env["PJRT_DEVICE"] = "CPU"
     env["JAX_PLATFORMS"] = "cpu"
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    # First calls are cold compiles on both sides: no persistent caches from earlier runs.
+    env.pop("LAZYXLA_PERSISTENT_CACHE_PATH", None)
+    env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -48,8 +52,10 @@ def run_job(job: dict, python: str, threads: int, timeout: float) -> dict:
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     try:
-        p = subprocess.run([python, "-m", "benchmarks.worker", json.dumps(job)], cwd=ROOT,
-                           env=_env(threads), capture_output=True, text=True, timeout=timeout)
+        with tempfile.TemporaryDirectory(prefix="lazyxla-bench-") as cache:
+            env = dict(_env(threads), TORCHINDUCTOR_CACHE_DIR=cache)  # a cold inductor per job
+            p = subprocess.run([python, "-m", "benchmarks.worker", json.dumps(job)], cwd=ROOT,
+                               env=env, capture_output=True, text=True, timeout=timeout)
         line = next((l for l in reversed(p.stdout.splitlines()) if l.startswith("RESULT ")), None)
         if line is None:
             tail = (p.stderr or p.stdout).strip().splitlines()[-5:]
