@@ -57,7 +57,7 @@ def math_bits(node, conj, neg):
     its Conjugate/Negative fallbacks rely on clone/copy_ (and so every read) to resolve them."""
     for flag, low in ((conj, _CONJ), (neg, _NEG)):
         if flag:
-            node = Node(low, (node,), ((Slot(0),), ()), node.shape, node.dtype, key=())
+            node = Node(low, (node,), ((_S0,), ()), node.shape, node.dtype, key=())
     return node
 
 
@@ -127,6 +127,7 @@ class _Recorder:
 _NUMBERS = frozenset((int, float, bool, complex))
 _NSLOT = 1024
 _SLOT = [Slot(i) for i in range(_NSLOT)]  # Slot(i) without a call, for the first 1024 inputs
+_S0, _S1 = _SLOT[0], _SLOT[1]
 
 
 def convert_args(op, args, kwargs):
@@ -155,7 +156,7 @@ def output_nodes(node, spec) -> list:
     in-place and out= kernels write into their targets."""
     if meta.is_tensor_spec(spec):
         return [node]
-    return [None if s is None else Node(_GETITEM, (node,), ((Slot(0), i), ()), s[0], s[1], key=i)
+    return [None if s is None else Node(_GETITEM, (node,), ((_S0, i), ()), s[0], s[1], key=i)
             for i, s in enumerate(spec)]
 
 
@@ -238,7 +239,7 @@ def converted(node: Node, shape, dtype) -> Node:
     if node.dtype is dtype and node.shape == shape:  # shape: a tuple or torch.Size
         return node
     shape = tuple(shape)
-    return Node(_BROADCAST_CAST, (node,), ((Slot(0), shape), ()), shape, dtype, key=shape)
+    return Node(_BROADCAST_CAST, (node,), ((_S0, shape), ()), shape, dtype, key=shape)
 
 
 def _broadcast_cast(x, shape, _meta):
@@ -264,18 +265,16 @@ def write_resizing(t: torch.Tensor, node: Node) -> None:
 
 
 def record_view(op, low: Lowering, self, args, kwargs):
-    r = _Recorder()
-    if self.device.type != _LAZY:
+    st = getattr(self.untyped_storage(), "_lazyxla", None)
+    if st is None:
         raise device_mismatch(self)
-    rest = tuple(r.value(a, False) for a in args)
-    kw = tuple((k, r.value(v, False)) for k, v in kwargs.items())
+    r = _Recorder()
+    rest = tuple([r.value(a, False) for a in args])
+    kw = tuple([(k, r.value(v, False)) for k, v in kwargs.items()]) if kwargs else ()
     if r.inputs:
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
     key = (op, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
-    spec = meta.infer(op, key, (self,) + tuple(args), kwargs)
-    shape, dtype = spec
-    st = state_of(self)
+    shape, dtype = meta.infer(op, key, (self,) + tuple(args), kwargs)
     chain = st.chain if type(st) is View else ()
-    entry = (low, ((Slot(0),) + rest, kw), ((Slot(0), Slot(1)) + rest, kw), shape, dtype, key)
+    entry = (low, ((_S0,) + rest, kw), ((_S0, _S1) + rest, kw), shape, dtype, key)
     return new_tensor(View(st.root, chain + (entry,)), shape, dtype)
-
