@@ -22,6 +22,7 @@ from lazyxla.ir.node import DATA, data_node
 from lazyxla.runtime import executor
 from .matcher import InputMatcher
 from .outputs import OutputHandler
+from .partition import is_input_item
 
 log = logging.getLogger("lazyxla.dynamo")
 _counters = metrics._counters  # the hot path bumps RunCachedGraph without a call
@@ -152,12 +153,19 @@ class Bridge:
         # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
         # a partition of a dynamic graph may see a new length only through a tensor's shape.
         self.shape_positions = _symbolic_inputs(gm)
+        # Inputs the graph reads with .item() (floats Dynamo passes as 0-dim CPU tensors): their
+        # values join the key, as a Python float argument's would.
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.item_positions = tuple(i for i, n in enumerate(placeholders)
+                                    if any(is_input_item(u) for u in n.users))
         self.attrs = _attribute_tensors(gm)
 
     def _key(self, args):
         key = _key(args)
         if self.shape_positions:
             key += tuple(tuple(getattr(args[i], "shape", ())) for i in self.shape_positions)
+        if self.item_positions:
+            key += tuple(args[i].item() for i in self.item_positions)
         return key
 
     def _retrace(self, key, args, cause=None):

@@ -85,9 +85,19 @@ class _Collector(torch.fx.Interpreter):
         result = super().run_node(n)
         fell_back = _fallback_counts() != before
         wrote_cpu = cpu_versions != [t._version for t in _tensors((args, kwargs)) if t.device.type == "cpu"]
+        if is_input_item(n):  # a float Dynamo passed as a 0-dim CPU tensor: keyed by value
+            return result
         if fell_back or wrote_cpu or not _lazy_node_ok((args, kwargs), result):
             self.unsupported.append(n)
         return result
+
+
+def is_input_item(n) -> bool:
+    """`x.item()` of a graph input: under dynamic=True Dynamo passes Python floats (a LayerNorm's
+    eps) as 0-dim CPU tensors and reads them with .item(). The bridge keys its programs by such
+    inputs' values, so the value is a constant of each program."""
+    return (n.op == "call_method" and n.target == "item" and len(n.args) == 1
+            and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder")
 
 
 def _fallback_counts():

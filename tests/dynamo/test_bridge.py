@@ -1,6 +1,8 @@
 """The dynamo bridge, mechanism by mechanism, as the seed describes it."""
 import logging
 
+import copy
+
 import pytest
 import torch
 
@@ -66,6 +68,31 @@ def test_dynamic_lengths_one_warm_up_compile_each_then_none(fresh_metrics):
         for n in lengths:
             cf(xs[n].to(D))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == frames, "dynamo recompiled"
+
+
+def test_dynamic_layer_norm_is_one_program_per_length_and_keyed_by_eps(fresh_metrics):
+    """Under dynamic=True Dynamo passes LayerNorm's eps as a 0-dim CPU tensor read with .item():
+    one program per length (no partition around the .item()), and a changed eps re-extracts."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.LayerNorm(8), torch.nn.LayerNorm(8)
+            self.qkv = torch.nn.Linear(8, 24)
+
+        def forward(self, x):
+            q, k, v = self.qkv(self.ln1(x)).split(8, dim=2)
+            return self.ln2(x + torch.nn.functional.scaled_dot_product_attention(q, k, v))
+    ln = Block()
+    ln_d = copy.deepcopy(ln).to(D)
+    cf = torch.compile(ln_d, backend="lazyxla", dynamic=True)
+    xs = {n: torch.randn(1, n, 8) for n in (3, 4, 5)}
+    with torch.no_grad():
+        for n, x in xs.items():
+            torch.testing.assert_close(cf(x.to(D)).cpu(), ln(x))
+        assert _count("UncachedCompile") == 3
+        assert _count("DynamoExtractCompiledGraph") == 3  # one whole program per length
+        ln.ln1.eps = ln_d.ln1.eps = 0.5
+        torch.testing.assert_close(cf(xs[4].to(D)).cpu(), ln(xs[4]))
 
 
 def test_in_place_update_of_an_input_is_applied_exactly_once():
