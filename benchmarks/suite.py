@@ -211,9 +211,9 @@ def render(meta, results) -> str:
              "(`UncachedCompile`) on the first call / after warm-up. RSS: peak host RSS "
              "(ru_maxrss) after the first call.")
     L.append("- direct = the executables lazyxla compiled under torch.compile for that step, called "
-             "through JAX on the inputs lazyxla fed them (pre-converted device arrays), measured in "
-             "the same process right after the lazyxla run; its first-call column is the XLA "
-             "compile time (lowering + XLA) of those executables.")
+             "through JAX on the inputs lazyxla fed them (pre-converted device arrays), in the same "
+             "process, timed in rounds of 10 calls alternating with the system's own; its "
+             "first-call column is the XLA compile time (lowering + XLA) of those executables.")
     L.append("- direct, cold L2 = the same calls, each after reading an unrelated 8 MB array (not "
              "timed): the executable as any real caller sees it, with its weights no longer in the "
              "L1/L2 caches. Dynamo floor (inference) = torch.compile with a backend whose compiled "
