@@ -71,17 +71,24 @@ def run_job(job: dict, python: str, threads: int, timeout: float) -> dict:
     return res
 
 
-def peer_systems(python: str) -> list[str]:
-    """Which peer systems `python` can run: torch_xla (lazy + openxla) and/or torchax."""
+def peer_systems(python: str, why: dict | None = None) -> list[str]:
+    """Which peer systems `python` can run: torch_xla (lazy + openxla) and/or torchax. `why`
+    collects, per module that does not import, the last line of its error."""
     found = []
+    probe = "import torch, sys; print(torch.__version__); import {mod}"
     for mod, systems in (("torch_xla", ["torch_xla_lazy", "torch_xla"]), ("torchax", ["torchax"])):
         try:
-            r = subprocess.run([python, "-c", f"import {mod}"], capture_output=True, timeout=120,
-                               env=_env(1))
+            r = subprocess.run([python, "-c", probe.format(mod=mod)], capture_output=True,
+                               text=True, timeout=120, env=_env(1))
             if r.returncode == 0:
                 found += systems
-        except Exception:
-            pass
+            elif why is not None:
+                err = (r.stderr.strip().splitlines() or ["no output"])[-1]
+                torch_v = (r.stdout.strip().splitlines() or ["?"])[0]
+                why[mod] = f"import fails with torch {torch_v}: {err[:200]}"
+        except Exception as e:
+            if why is not None:
+                why[mod] = f"could not run {python}: {e}"
     return found
 
 
@@ -112,8 +119,9 @@ def main(quick=False, peer_python=(), threads=1, workloads=None, modes=None, sys
     jobs = [(j, sys.executable) for j in plan(quick, workloads, modes, systems)]
     peers = {}
     for py in peer_python or ():
-        found = peer_systems(py)
-        peers[py] = found or "not available"
+        why = {}
+        found = peer_systems(py, why)
+        peers[py] = {"systems": found, "unavailable": why}
         jobs += [(j, py) for j in plan(quick, workloads, modes, found)] if found else []
     meta["peers"] = peers or "not given (--peer-python): torch_xla and torchax not available"
     results = []
@@ -204,7 +212,15 @@ def render(meta, results) -> str:
     la0, la1 = meta["loadavg_start"], meta["loadavg_end"]
     L.append(f"- Load average (1/5/15 min): start {la0[0]:.2f}/{la0[1]:.2f}/{la0[2]:.2f}, "
              f"end {la1[0]:.2f}/{la1[1]:.2f}/{la1[2]:.2f}; max seen {meta['max_loadavg']:.2f}")
-    L.append(f"- Peers: {meta['peers']}")
+    peers = meta["peers"]
+    if isinstance(peers, dict):
+        for py, st in peers.items():
+            found = ", ".join(st["systems"]) or "none"
+            L.append(f"- Peer python `{py}`: runs {found}")
+            for mod, why in st["unavailable"].items():
+                L.append(f"  - {mod}: {_oneline(why)}")
+    else:
+        L.append(f"- Peers: {peers}")
     L.append("- Latency: steady-state wall time per call after warm-up, blocking until the result is "
              "ready (lazyxla.sync()+wait(), jax.block_until_ready, CPU is synchronous). "
              "First call: the first step including tracing and compiles. Compiles: XLA compiles "
