@@ -1,13 +1,12 @@
 """Matrix products and linear algebra against eager CPU PyTorch."""
 import math
-import warnings
 
 import pytest
 import torch
 
-from lazyxla import metrics
-from lazyxla.lowering.registry import LOWERINGS
 from lazyxla.testing import check, check_grad, to_cpu
+
+from _grad import grad_check  # shared by the reduction and linalg tests (tests/lowering/_grad.py)
 
 torch.manual_seed(0)
 
@@ -19,21 +18,6 @@ def make(shape, dtype=F32):
     if not dtype.is_floating_point:
         return torch.randint(-4, 5, shape, dtype=dtype)
     return torch.randn(shape, dtype=dtype)
-
-
-OWN = {str(op).split(".")[1] for op, low in LOWERINGS.items()
-       if getattr(low.fn, "__module__", "").rsplit(".", 1)[-1] in ("reduction", "linalg")}
-
-
-def grad_check(fn, *args, **kw):
-    """check_grad, plus: none of this area's ops ran on the CPU fallback (others only warn)."""
-    before = set(metrics.executed_fallback_ops())
-    check_grad(fn, *args, **kw)
-    new = set(metrics.executed_fallback_ops()) - before
-    mine = sorted(n for n in new if n.split(".")[0].rstrip("_") in OWN)
-    assert not mine, f"ops of this area fell back to the CPU: {mine}"
-    if new:
-        warnings.warn(f"other ops fell back to the CPU: {sorted(new)}")
 
 
 def spd(n, dtype=F32, batch=()):

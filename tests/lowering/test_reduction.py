@@ -1,13 +1,12 @@
 """Reductions, scans, softmax, sorting and selection against eager CPU PyTorch."""
 import math
-import warnings
 
 import pytest
 import torch
 
-from lazyxla import metrics
-from lazyxla.lowering.registry import LOWERINGS
 from lazyxla.testing import check, check_grad
+
+from _grad import grad_check  # shared by the reduction and linalg tests (tests/lowering/_grad.py)
 
 torch.manual_seed(0)
 
@@ -23,26 +22,6 @@ def make(shape, dtype=F32, nan=False, ties=False):
     if nan and x.numel() > 1:
         x.view(-1)[1] = float("nan")
     return x
-
-
-def _own_ops(modules):
-    return {str(op).split(".")[1] for op, low in LOWERINGS.items()
-            if getattr(low.fn, "__module__", "").rsplit(".", 1)[-1] in modules}
-
-
-OWN = _own_ops(("reduction", "linalg"))
-
-
-def grad_check(fn, *args, **kw):
-    """check_grad, plus: none of this area's ops (forward or backward) ran on the CPU fallback.
-    Fallbacks of ops owned by other lowering modules are reported as warnings only."""
-    before = set(metrics.executed_fallback_ops())
-    check_grad(fn, *args, **kw)
-    new = set(metrics.executed_fallback_ops()) - before
-    mine = sorted(n for n in new if n.split(".")[0].rstrip("_") in OWN)
-    assert not mine, f"ops of this area fell back to the CPU: {mine}"
-    if new:
-        warnings.warn(f"other ops fell back to the CPU: {sorted(new)}")
 
 
 # ----------------------------------------------------------------------------- sum / mean / prod
