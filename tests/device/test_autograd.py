@@ -48,3 +48,24 @@ def test_error_inside_backward_is_a_python_exception():
         assert "boom" in str(e)
     else:
         raise AssertionError("expected the backward error")
+
+
+def test_backward_runs_on_the_calling_thread_unless_opted_out():
+    """Without CUDA/XPU/MPS, importing lazyxla turns autograd's device threads off for the
+    importing thread (its kernels only record IR); LAZYXLA_AUTOGRAD_DEVICE_THREADS=1 keeps them."""
+    import os
+    import subprocess
+    import sys
+    probe = ("import threading, torch, lazyxla\n"
+             "x = torch.ones(3, device=lazyxla.device(), requires_grad=True)\n"
+             "seen = []\n"
+             "x.register_hook(lambda g: seen.append(threading.current_thread() is threading.main_thread()))\n"
+             "(x * 2).sum().backward()\n"
+             "print(seen[0], torch._C._is_multithreading_enabled())\n")
+    env = dict(os.environ)
+    env.pop("LAZYXLA_AUTOGRAD_DEVICE_THREADS", None)
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["True", "False"], out.stderr[-2000:]
+    env["LAZYXLA_AUTOGRAD_DEVICE_THREADS"] = "1"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
