@@ -22,7 +22,7 @@ from lazyxla.ir.node import DATA, data_node
 from lazyxla.runtime import executor
 from .matcher import InputMatcher
 from .outputs import OutputHandler
-from .partition import is_input_item
+from .partition import is_cpu_scalar, is_input_item
 
 log = logging.getLogger("lazyxla.dynamo")
 _counters = metrics._counters  # the hot path bumps RunCachedGraph without a call
@@ -75,12 +75,6 @@ def _is_lazy(a) -> bool:
     return isinstance(a, torch.Tensor) and a.device.type == "lazyxla"
 
 
-def _is_cpu_scalar(a) -> bool:
-    """A 0-dim CPU tensor (an optimizer's step count, a bias correction): PyTorch mixes these with
-    any device; the program takes its value as a runtime scalar on every call."""
-    return a.device.type == "cpu" and a.dim() == 0 and not a.requires_grad
-
-
 def extract(gm, args, name="graph", attrs=()) -> Extracted:
     """Trace `gm` on `args` through the lazy runtime, compile without running, undo the trace.
     `attrs`: the lazyxla tensors the graph reads as attributes (Dynamo lifts optimizer state so);
@@ -89,7 +83,8 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
     executor.sync_all()  # so that clearing the trace's IR afterwards cannot drop the user's work
     call_args, args = args, tuple(args) + tuple(attrs)
     for a in args:
-        if isinstance(a, torch.Tensor) and not _is_lazy(a) and not _is_cpu_scalar(a):
+        cpu_ok = isinstance(a, torch.Tensor) and is_cpu_scalar(a) and not a.requires_grad
+        if isinstance(a, torch.Tensor) and not _is_lazy(a) and not cpu_ok:
             raise RuntimeError(f"lazyxla bridge: graph input on {a.device}; move the model and its "
                                "inputs to lazyxla.device() (only 0-dim CPU tensors may stay)")
     roots_of_args = {id(buf.state_of(a).root): j for j, a in enumerate(args) if _is_lazy(a)}

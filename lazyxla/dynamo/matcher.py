@@ -3,8 +3,8 @@
 Built once at extraction, by graph position: parameter i comes from call argument j (the device
 data of its root buffer, or the current value of a 0-dim CPU tensor), or is a constant captured by
 the trace (a scalar, or device data created inside the graph), or is an RNG seed drawn fresh on
-every call. Identity is used only while
-extracting, never at replay, so a tensor shared between graphs is never frozen as a constant."""
+every call. Identity is used only while extracting, never at replay, so a tensor shared between
+graphs is never frozen as a constant."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +36,9 @@ class InputMatcher:
                     cpu_args.setdefault(id(a), j)
         plan = []
         rngs = set(graph.spec.rng_params)
+        cpu_sources = cpu_sources or {}
         for i, p in enumerate(graph.params):
-            source = (cpu_sources or {}).get(id(p))
+            source = cpu_sources.get(id(p))
             if i in rngs:
                 plan.append((SEED, np_dtype(p.dtype)))
             elif id(p) in by_node:

@@ -45,6 +45,12 @@ def all_statically_supported(gm, args=()) -> bool:
     return all(statically_supported(n) for n in gm.graph.nodes)
 
 
+def is_cpu_scalar(t) -> bool:
+    """A 0-dim CPU tensor: PyTorch mixes these with any device; a program reads its value as a
+    runtime scalar (an optimizer's step count, a bias correction)."""
+    return t.device.type == "cpu" and t.dim() == 0
+
+
 def _tensors(tree) -> list:
     return [x for x in torch.utils._pytree.tree_leaves(tree) if isinstance(x, torch.Tensor)]
 
@@ -58,7 +64,7 @@ def _lazy_node_ok(args, result) -> bool:
     others = [t for t in ins if t.device.type != "lazyxla"]
     if not others:  # lazyxla tensors only, or no tensors at all
         return True
-    if any(t.device.type != "cpu" or t.dim() != 0 for t in others):
+    if not all(is_cpu_scalar(t) for t in others):
         return False
     return len(others) < len(ins) or bool(outs)  # CPU-only arithmetic stays on the CPU
 
