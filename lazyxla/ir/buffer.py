@@ -18,27 +18,34 @@ from .node import DATA, Node
 _ATTR = "_lazyxla"
 
 class _OrderedWeakSet:
-    """A WeakSet that iterates in insertion order. WeakSet's order follows object addresses, so a
-    sync's output order (part of the graph key) changed from step to step and recompiled."""
+    """A weak set that iterates in insertion order. WeakSet's order follows object addresses, so a
+    sync's output order (part of the graph key) changed from step to step and recompiled. Keyed by
+    id(): adding a member again (every in-place write does) is one dict lookup, where a
+    WeakKeyDictionary makes a new weak reference each time."""
     __slots__ = ("_d",)
 
     def __init__(self):
-        self._d = weakref.WeakKeyDictionary()
+        self._d = {}  # id(x) -> weakref to x; the reference's callback drops the entry
 
     def add(self, x) -> None:
-        self._d[x] = None
+        k = id(x)
+        d = self._d
+        if k not in d:
+            d[k] = weakref.ref(x, lambda _, k=k, pop=d.pop: pop(k, None))
 
     def discard(self, x) -> None:
-        self._d.pop(x, None)
+        # Dropping the reference drops its callback too, so a later object with this id is safe.
+        self._d.pop(id(x), None)
 
     def __iter__(self):
-        return iter(list(self._d.keys()))
+        return iter([x for x in [r() for r in list(self._d.values())] if x is not None])
 
     def __len__(self):
         return len(self._d)
 
     def __contains__(self, x):
-        return x in self._d
+        r = self._d.get(id(x))
+        return r is not None and r() is x
 
 
 # Buffers whose value is a pending computation; sync() executes them.

@@ -70,39 +70,50 @@ _BY_STRUCTURE: dict = {}
 _MAX_STRUCTURES = 4096
 
 
+_epoch = 0  # cuts so far: a node whose `mark` is the current epoch was visited by this cut
+
+
 def cut(roots: list[Node]) -> Graph:
     """Roots must be distinct, non-leaf nodes."""
-    index: set[int] = set()
+    global _epoch
+    _epoch += 1
+    done, expanding = _epoch, -_epoch  # node.mark values: visited / inputs being visited
     params: list[Node] = []
     # Parameters first (in first-visit order), ops after: a stable layout for the matcher.
     order: list[Node] = []
-    stack = [(r, False) for r in reversed(roots)]
+    stack = list(reversed(roots))
+    pop, push = stack.pop, stack.append
     while stack:  # iterative post-order DFS: graphs may be deeper than Python's recursion limit
-        node, expanded = stack.pop()
-        nid = id(node)
-        if nid in index:
+        node = stack[-1]
+        mark = node.mark
+        if mark == done:
+            pop()
             continue
-        if node.op is DATA or node.op is SCALAR:
-            index.add(nid)
+        op = node.op
+        if op is DATA or op is SCALAR:
+            node.mark = done
             params.append(node)
-            continue
-        if expanded:
-            index.add(nid)
+            pop()
+        elif mark == expanding:  # every input has been visited
+            node.mark = done
             order.append(node)
-            continue
-        stack.append((node, True))
-        for inp in reversed(node.inputs):
-            if id(inp) not in index:
-                stack.append((inp, False))
+            pop()
+        else:
+            node.mark = expanding
+            for inp in reversed(node.inputs):
+                if inp.mark != done:
+                    push(inp)
     n_params = len(params)
-    pos = {id(p): i for i, p in enumerate(params)}
-    pos.update({id(node): i for i, node in enumerate(order, n_params)})
+    for i, p in enumerate(params):
+        p.pos = i
+    for i, node in enumerate(order, n_params):
+        node.pos = i
     ops = []
     for node in order:
         k = node.key
-        ops.append((node.op, tuple([pos[id(x)] for x in node.inputs]),
+        ops.append((node.op, tuple([x.pos for x in node.inputs]),
                     k if k is not None else repr(node.attrs), node.shape, node.dtype))
-    outputs = [pos[id(r)] for r in roots]
+    outputs = [r.pos for r in roots]
     structure = (tuple([(p.op is SCALAR, p.rng, p.shape, p.dtype) for p in params]), tuple(ops),
                  tuple(outputs))
     try:

@@ -13,7 +13,8 @@ SCALAR = "scalar"
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "rng", "key", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "rng", "key", "mark", "pos",
+                 "__weakref__")
 
     def __init__(self, op, inputs, attrs, shape, dtype, data=None, rng=False, key=None):
         self.op = op          # Lowering (op node), DATA or SCALAR
@@ -27,6 +28,8 @@ class Node:
         self.dtype = dtype    # torch.dtype, or tuple of (shape, dtype) for a multi-output node
         self.data = data      # DATA: jax.Array; SCALAR: the value fed at execution
         self.rng = rng        # SCALAR: True when the value is an RNG seed (refreshed per replay)
+        self.mark = 0         # graph.cut's bookkeeping: the cut that last visited this node, and
+        self.pos = 0          # the node's position in that cut's program
 
     @property
     def is_leaf(self) -> bool:
