@@ -69,7 +69,8 @@ def main(out_path, calls=3000, threads=1):
         lazyxla.wait()
         captured = []
         orig = executor.execute
-        executor.execute = lambda exe, inp: (captured.append((exe, list(inp))), orig(exe, inp))[1]
+        executor.execute = lambda prog, inp: (captured.append(executor.executable_call(prog, inp)),
+                                            orig(prog, inp))[1]
         cm(x)
         executor.execute = orig
         exe, inp = captured[0]

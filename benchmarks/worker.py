@@ -221,9 +221,9 @@ class Runner:
         captured = []
         orig = executor.execute
 
-        def capture(exe, inputs):
-            captured.append((exe, list(inputs)))
-            return orig(exe, inputs)
+        def capture(program, inputs):
+            captured.append(executor.executable_call(program, inputs))
+            return orig(program, inputs)
         executor.execute = capture
         try:
             self.block(self.step())

@@ -7,12 +7,10 @@ every call. Identity is used only while extracting, never at replay, so a tensor
 graphs is never frozen as a constant."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from lazyxla.device import rng
 from lazyxla.ir import buffer as buf
-from lazyxla.jaxenv import np_dtype
 from lazyxla.runtime import executor
 
 ARG, CONST, SEED, CPU = 0, 1, 2, 3
@@ -40,14 +38,13 @@ class InputMatcher:
         for i, p in enumerate(graph.params):
             source = cpu_sources.get(id(p))
             if i in rngs:
-                plan.append((SEED, np_dtype(p.dtype)))
+                plan.append((SEED, None))
             elif id(p) in by_node:
                 plan.append((ARG, by_node[id(p)]))
             elif source is not None and id(source[1]) in cpu_args:  # read again on every call
-                plan.append((CPU, (cpu_args[id(source[1])], np_dtype(p.dtype))))
+                plan.append((CPU, cpu_args[id(source[1])]))
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
-                value = p.data if p.op is buf.DATA else np.asarray(p.data, dtype=np_dtype(p.dtype))
-                plan.append((CONST, value))
+                plan.append((CONST, p.data))
         self.plan = plan
         self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
         # The common case, every parameter a call argument: feed straight from those positions.
@@ -72,10 +69,10 @@ class InputMatcher:
                 feed.append(root.node.data)
             elif kind == CONST:
                 feed.append(v)
-            elif kind == CPU:
-                feed.append(np.asarray(args[v[0]].item(), dtype=v[1]))
+            elif kind == CPU:  # scalars: the Program packs and casts them
+                feed.append(args[v].item())
             else:
-                feed.append(np.asarray(rng.next_seed(), dtype=v))
+                feed.append(rng.next_seed())
         return feed
 
     def sync_inputs(self, args) -> None:

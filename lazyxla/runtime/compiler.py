@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import jax
+import numpy as np
 
 from lazyxla import metrics
 from lazyxla.jaxenv import np_dtype, x64
@@ -45,12 +46,53 @@ def _apply(entry, env_in):
     return _cast(out, shape, dtype, low)
 
 
+class Program:
+    """A compiled program and how to feed it. Runtime scalars travel packed, one vector per dtype:
+    each scalar passed on its own costs the call ~2 us (a host-to-device transfer each), and an
+    optimizer step has dozens. `feed(values)` turns values in parameter order (device arrays, and
+    Python or numpy scalars) into the executable's arguments; None when there is nothing to pack."""
+    __slots__ = ("compiled", "feed")
+
+    def __init__(self, compiled, feed):
+        self.compiled, self.feed = compiled, feed
+
+
+def _layout(spec):
+    """(array parameter indices, ((numpy dtype, scalar parameter indices), ...))."""
+    scalars = spec.scalar_params
+    arrays = tuple(i for i in range(spec.n_params) if i not in scalars)
+    groups: dict = {}
+    for i in sorted(scalars):
+        groups.setdefault(np_dtype(spec.entries[i][2]), []).append(i)
+    return arrays, tuple((dt, tuple(ix)) for dt, ix in groups.items())
+
+
+def _feeder(arrays, groups):
+    if not groups:
+        return None
+    asarray = np.array
+
+    def feed(values):
+        out = [values[i] for i in arrays]
+        for dt, ix in groups:
+            out.append(asarray([values[i] for i in ix], dtype=dt))
+        return out
+    return feed
+
+
 def build_function(spec):
-    """The program as a Python function of its parameters (traced once by jax.jit)."""
-    entries, n_params, outputs, scalars = spec.entries, spec.n_params, spec.outputs, spec.scalar_params
+    """The program as a Python function of its array parameters followed by one packed vector per
+    scalar dtype (traced once by jax.jit)."""
+    entries, n_params, outputs = spec.entries, spec.n_params, spec.outputs
+    arrays, groups = _layout(spec)
 
     def program(*params):
-        values = [weak_scalar(p) if i in scalars else p for i, p in enumerate(params)]
+        values = [None] * n_params
+        for i, p in zip(arrays, params):
+            values[i] = p
+        for (_, ix), vec in zip(groups, params[len(arrays):]):
+            for k, i in enumerate(ix):
+                values[i] = weak_scalar(vec[k])
         for e in entries[n_params:]:
             env = [values[j] for j in e[1]]
             values.append(_apply(e, env))
@@ -60,11 +102,15 @@ def build_function(spec):
 
 
 def param_avals(spec):
-    return [jax.ShapeDtypeStruct(e[1], np_dtype(e[2])) for e in spec.entries[: spec.n_params]]
+    arrays, groups = _layout(spec)
+    entries = spec.entries
+    return ([jax.ShapeDtypeStruct(entries[i][1], np_dtype(entries[i][2])) for i in arrays]
+            + [jax.ShapeDtypeStruct((len(ix),), dt) for dt, ix in groups])
 
 
-def compile_spec(spec):
-    """Lower and compile; returns a jax Compiled. Counts CompileTime."""
+def compile_spec(spec) -> Program:
+    """Lower and compile; counts CompileTime."""
     with metrics.timed("CompileTime"), x64(True):
         fn = build_function(spec)
-        return jax.jit(fn).lower(*param_avals(spec)).compile()
+        compiled = jax.jit(fn).lower(*param_avals(spec)).compile()
+    return Program(compiled, _feeder(*_layout(spec)))

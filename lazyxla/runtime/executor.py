@@ -65,22 +65,28 @@ def executable_by_hash(h: str):
 
 
 def param_value(node):
-    """What the executable is fed for a leaf: the device array, or a numpy scalar of the leaf's
-    dtype (numpy scalars cost the call ~2us each; a device_put would cost ~30us)."""
-    if node.op is DATA:
-        return node.data
-    return np.asarray(node.data, dtype=np_dtype(node.dtype))
+    """What the executable is fed for a leaf: the device array, or the runtime scalar's value
+    (the Program packs scalars into one vector per dtype)."""
+    return node.data
 
 
-def execute(exe, inputs):
+def execute(program, inputs):
+    """Run a Program on its parameter values (in graph order); returns its outputs, dispatched
+    asynchronously."""
     t0 = _now()
+    feed = program.feed
     with x64(True):
-        outs = exe(*inputs)
+        outs = program.compiled(*(inputs if feed is None else feed(inputs)))
     metrics.metric_add("ExecuteTime", _now() - t0)
     _inflight.append(outs)
     if len(_inflight) > 64:
         del _inflight[:32]
     return outs
+
+
+def executable_call(program, inputs):
+    """(the JAX executable, the arguments execute() calls it with): for measuring the bare call."""
+    return program.compiled, list(inputs if program.feed is None else program.feed(inputs))
 
 
 def _roots(buffers):
@@ -116,7 +122,8 @@ def sync_buffers(buffers) -> None:
 def _scalar_to_data(node):
     import jax
     with x64(True):
-        return data_node(jax.device_put(param_value(node)), node.dtype)
+        return data_node(jax.device_put(np.asarray(node.data, dtype=np_dtype(node.dtype))),
+                         node.dtype)
 
 
 _sync_listeners: list = []  # called after every full sync (the device resets its op budget)
@@ -182,10 +189,7 @@ def run_cached_graph(h: str, inputs) -> list:
     order); returns new lazyxla tensors. An evicted program is recompiled from its spec."""
     metrics.counter_inc("RunCachedGraph")
     exe = executable_by_hash(h)
-    spec = CACHE.spec(h)
-    feed = [x if spec is None or i not in spec.scalar_params
-            else np.asarray(x, dtype=np_dtype(spec.entries[i][2])) for i, x in enumerate(inputs)]
-    outs = execute(exe, feed)
+    outs = execute(exe, inputs)
     return [buf.wrap_node(data_node(a, _torch_dtype(a))) for a in outs]
 
 

@@ -49,3 +49,33 @@ def test_dropout_mask_changes_without_recompiling(fresh_metrics):
     assert len({tuple(m.tolist()) for m in masks}) == 4
     for m in masks:  # kept elements are scaled by 1/(1-p)
         assert set(m.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_scalars_of_every_kind_in_one_program_fed_by_position(fresh_metrics):
+    # Runtime scalars travel packed, one vector per dtype: each must land in its own slot, with
+    # its own dtype's rounding, and new values must not recompile.
+    d = lazyxla.device()
+    xf = torch.linspace(-2, 2, 6, device=d)
+    xi = torch.arange(6, device=d)
+    xc = torch.full((6,), 1 + 1j, dtype=torch.complex64, device=d)
+    lazyxla.sync()
+    compiles = []
+
+    def program(xf, xi, xc, s):
+        f, g, i, j, b, c, t32, tb16, ti = s
+        return (xf * f - g, xi * i + j, xf.clamp(min=g) if b else xf.clamp(max=g), xc * c,
+                xf * t32 + tb16, xi + ti)
+
+    for step in range(3):
+        s = (0.5 + step, -0.25 * step, 3 + step, -7 - step, bool(step % 2), complex(step, -1),
+             torch.tensor(1.1 + step, dtype=torch.float32),
+             torch.tensor(0.3 + step, dtype=torch.bfloat16), torch.tensor(5 + step, dtype=torch.int32))
+        got = program(xf, xi, xc, s)
+        lazyxla.sync()
+        compiles.append(metrics.counter_value("UncachedCompile"))
+        want = program(xf.cpu(), xi.cpu(), xc.cpu(), s)
+        for g_, w_ in zip(got, want):
+            assert g_.dtype == w_.dtype
+            torch.testing.assert_close(g_.cpu(), w_)
+    # step 1 flips the bool (a static branch in Python: a second program); then no new compiles
+    assert compiles[2] == compiles[1]
