@@ -213,15 +213,15 @@ def record_node(op, low: Lowering, args, kwargs, validate=None):
     inputs, attrs, key = convert_args(op, args, kwargs)
     if validate is not None:
         meta.infer(validate, None if key is None else (validate,) + key[1:], args, kwargs)
-    spec = meta.infer(op, key, args, kwargs)
+    spec, kid = meta.infer_keyed(op, key, args, kwargs)
     if low.random:
         inputs.append(scalar_node(rng.next_seed(), torch.int64, rng=True))
         attrs = (attrs[0], attrs[1] + (("_key", Slot(len(inputs) - 1)),))
     if meta.is_tensor_spec(spec):
-        return Node(low, tuple(inputs), attrs, spec[0], spec[1], key=key), spec
+        return Node(low, tuple(inputs), attrs, spec[0], spec[1], key=kid), spec
     if not spec:  # an op with no tensor outputs (e.g. an empty _foreach list)
         return None, spec
-    return Node(low, tuple(inputs), attrs, None, spec, key=key), spec
+    return Node(low, tuple(inputs), attrs, None, spec, key=kid), spec
 
 
 def record(op, low, args, kwargs):
@@ -274,7 +274,7 @@ def record_view(op, low: Lowering, self, args, kwargs):
     if r.inputs:
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
     key = (op, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
-    shape, dtype = meta.infer(op, key, (self,) + tuple(args), kwargs)
+    (shape, dtype), kid = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
     chain = st.chain if type(st) is View else ()
-    entry = (low, ((_S0,) + rest, kw), ((_S0, _S1) + rest, kw), shape, dtype, key)
+    entry = (low, ((_S0,) + rest, kw), ((_S0, _S1) + rest, kw), shape, dtype, kid)
     return new_tensor(View(st.root, chain + (entry,)), shape, dtype)

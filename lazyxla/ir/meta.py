@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 
 _CACHE: dict = {}
-_MISSING = object()
 
 
 def _to_meta(x):
@@ -33,16 +32,24 @@ def _spec(out):
 
 def infer(op, key, args, kwargs):
     """Output spec: (shape, dtype) for a tensor, a tuple of specs for several outputs."""
+    return infer_keyed(op, key, args, kwargs)[0]
+
+
+def infer_keyed(op, key, args, kwargs):
+    """(output spec, the signature's id): a small int standing for `key` (equal keys, equal ids),
+    so the graph cut compares a recorded node by one int; None when the key is unhashable."""
     try:
-        spec = _CACHE.get(key, _MISSING) if key is not None else _MISSING
+        hit = _CACHE.get(key) if key is not None else None
     except TypeError:  # an unhashable argument: infer without caching
-        key, spec = None, _MISSING
-    if spec is _MISSING:  # (a cached spec may be None: in-place _foreach ops return nothing)
-        out = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
-        spec = _spec(out)
-        if key is not None:
-            _CACHE[key] = spec
-    return spec
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    out = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+    if key is None:
+        return _spec(out), None
+    # (a spec may be None: in-place _foreach ops return nothing)
+    hit = _CACHE[key] = (_spec(out), len(_CACHE))
+    return hit
 
 
 def is_tensor_spec(spec) -> bool:

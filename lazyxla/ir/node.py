@@ -21,8 +21,8 @@ class Node:
         self.inputs = inputs  # tuple[Node, ...]
         self.attrs = attrs    # hashable static description: everything but the inputs
         # A hashable stand-in for attrs whose equality is exact (numbers tagged with their type,
-        # -0.0 apart from 0.0): the recorder's signature. None: the graph key falls back to
-        # repr(attrs).
+        # -0.0 apart from 0.0): for a recorded op, the id of the recorder's signature (meta's
+        # interned key); None: the graph key falls back to repr(attrs).
         self.key = key
         self.shape = shape    # tuple[int, ...] or None for a multi-output node
         self.dtype = dtype    # torch.dtype, or tuple of (shape, dtype) for a multi-output node
