@@ -21,7 +21,7 @@ _LAZY = "lazyxla"
 
 class _OpInfo:
     """Per-overload facts computed once: which arguments are runtime scalars."""
-    __slots__ = ("scalar_pos", "scalar_kw", "returns_list")
+    __slots__ = ("scalar_pos", "scalar_kw", "returns_list", "like")
 
     def __init__(self, op):
         # Scalar arguments, and Python numbers passed where the schema takes a Tensor (PyTorch's
@@ -33,6 +33,7 @@ class _OpInfo:
                    for a in args]
         self.scalar_pos = frozenset(i for i, a in enumerate(args) if not a.kwarg_only and runtime[i])
         self.scalar_kw = frozenset(a.name for a, r in zip(args, runtime) if r)
+        self.like = low is not None and low.like
         rets = op._schema.returns
         self.returns_list = bool(rets) and str(rets[0].type).endswith("[]")
 
@@ -101,6 +102,14 @@ class _Recorder:
             return _SLOT[n] if n < _NSLOT else Slot(n)
         raise device_mismatch(t)
 
+    def shape_of(self, t):
+        """A tensor that gives only its shape and dtype (Lowering.like): no input node."""
+        if getattr(t.untyped_storage(), "_lazyxla", None) is None and not (
+                t.dim() == 0 and t.device.type == "cpu"):
+            raise device_mismatch(t)
+        self.key.append(("like", t.shape, t.dtype))
+        return None
+
     def value(self, v, runtime_scalar):
         tv = type(v)
         if tv in _NUMBERS:
@@ -135,7 +144,11 @@ def convert_args(op, args, kwargs):
     info = op_info(op)
     r = _Recorder()
     pos = info.scalar_pos
-    targs = tuple([r.value(a, i in pos) for i, a in enumerate(args)])
+    if info.like and args and isinstance(args[0], torch.Tensor):
+        targs = (r.shape_of(args[0]),) + tuple([r.value(a, i in pos) for i, a in enumerate(args)
+                                                if i])
+    else:
+        targs = tuple([r.value(a, i in pos) for i, a in enumerate(args)])
     if kwargs:
         kw = info.scalar_kw
         tkw = []

@@ -140,7 +140,8 @@ def _make_spec(params, order, ops, outputs) -> GraphSpec:
     text_ops = []
     for node, (_, ins, _, _, _) in zip(order, ops):
         entries.append((node.op, ins, node.attrs, node.shape, node.dtype))
-        text_ops.append((node.op.name, ins, node.attrs))
+        # shape and dtype too: a node with no inputs (ones_like) gets them from nowhere else
+        text_ops.append((node.op.name, ins, node.attrs, node.shape, node.dtype))
     key = ";".join(keyparts) + repr(text_ops) + f"->{outputs}"  # one repr: the structure, in C
     scalars = frozenset(i for i, p in enumerate(params) if p.op is SCALAR)
     return GraphSpec(entries, outputs, len(params), key, strong_hash(key), tuple(rng_params), scalars)

@@ -13,18 +13,19 @@ def _zeros(_meta):
 
 
 @register(aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
-          aten.new_empty.default, aten.new_empty_strided.default, meta=True)
+          aten.new_empty.default, aten.new_empty_strided.default, meta=True, like=True)
 def empty(*args, _meta, **kwargs):
     # Uninitialised memory in PyTorch; zeros here (XLA folds the constant away).
     return _zeros(_meta)
 
 
-@register(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default, aten.zero.default, meta=True)
+@register(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default, aten.zero.default, meta=True,
+          like=True)
 def zeros(*args, _meta, **kwargs):
     return _zeros(_meta)
 
 
-@register(aten.ones.default, aten.ones_like.default, aten.new_ones.default, meta=True)
+@register(aten.ones.default, aten.ones_like.default, aten.new_ones.default, meta=True, like=True)
 def ones(*args, _meta, **kwargs):
     (shape, dtype), = _meta
     return jnp.ones(shape, np_dtype(dtype))
@@ -36,19 +37,19 @@ def full(size, fill_value, *args, _meta, **kwargs):
     return jnp.full(shape, fill_value, np_dtype(dtype))
 
 
-@register(aten.new_full.default, meta=True)
+@register(aten.new_full.default, meta=True, like=True)
 def new_full(x, size, fill_value, *args, _meta, **kwargs):
     (shape, dtype), = _meta
     return jnp.full(shape, fill_value, np_dtype(dtype))
 
 
-@register(aten.full_like.default, meta=True)
+@register(aten.full_like.default, meta=True, like=True)
 def full_like(x, fill_value, *args, _meta, **kwargs):
     (shape, dtype), = _meta
     return jnp.full(shape, fill_value, np_dtype(dtype))
 
 
-@register(aten.fill.Scalar, aten.fill.Tensor, meta=True)
+@register(aten.fill.Scalar, aten.fill.Tensor, meta=True, like=True)
 def fill(x, value, _meta):
     (shape, dtype), = _meta
     return jnp.full(shape, jnp.asarray(value).astype(np_dtype(dtype)), np_dtype(dtype))

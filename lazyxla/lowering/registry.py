@@ -30,11 +30,15 @@ VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
 
 
 class Lowering:
-    __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op", "static")
+    __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op", "static", "like")
 
-    def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None, static=False):
+    def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None, static=False,
+                 like=False):
         self.op, self.fn, self.meta, self.random, self.view = op, fn, meta, random, view
         self.static = static
+        # like: a tensor first argument gives only its shape and dtype (ones_like, fill, new_*):
+        # it is not an input of the node, so the result depends on nothing pending
+        self.like = like
         self.name = str(op) if not isinstance(op, str) else op
         self.scatter = None
         if view:
@@ -44,11 +48,11 @@ class Lowering:
         return f"Lowering({self.name})"
 
 
-def register(*ops, meta=False, random=False, view=False, scatter=None, static=False):
+def register(*ops, meta=False, random=False, view=False, scatter=None, static=False, like=False):
     def deco(fn):
         for op in ops:
             low = Lowering(op, fn, meta=meta, random=random, view=view, scatter=scatter,
-                           static=static)
+                           static=static, like=like)
             (VIEWS if view else LOWERINGS)[op] = low
         return fn
     return deco

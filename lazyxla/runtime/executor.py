@@ -6,6 +6,7 @@ run_cached_graph, clear_pending_ir, needs_materialization).
 """
 from __future__ import annotations
 
+import collections
 import logging
 import time
 
@@ -110,13 +111,37 @@ def sync_buffers(buffers) -> None:
     if not roots:
         return
     graph = cut(roots)
-    exe = executable_for(graph.spec)
-    outs = execute(exe, [param_value(p) for p in graph.params])
+    spec = graph.spec
+    if spec.n_params == 0:  # no inputs, no RNG seed: a constant (the grad seed ones_like(loss))
+        outs = _constant_results(spec)
+    else:
+        outs = execute(executable_for(spec), [param_value(p) for p in graph.params])
     for node, arr in zip(roots, outs):
         node.become_data(arr)
     for b in buffers:
         b.committed = b.node
         buf.PENDING.discard(b)
+
+
+# graph hash -> the outputs of a program with no parameters. Its result never changes and JAX
+# arrays are immutable (lazyxla never donates), so later syncs of it share the arrays.
+_CONSTANTS: collections.OrderedDict = collections.OrderedDict()
+_CONSTANT_MAX_BYTES = 1 << 20  # per program; larger constants are recomputed each time
+_CONSTANT_MAX_ENTRIES = 256
+
+
+def _constant_results(spec):
+    outs = _CONSTANTS.get(spec.hash)
+    if outs is not None:
+        _CONSTANTS.move_to_end(spec.hash)
+        metrics.counter_inc("ConstantReuse")
+        return outs
+    outs = execute(executable_for(spec), [])
+    if sum(a.nbytes for a in outs) <= _CONSTANT_MAX_BYTES:
+        _CONSTANTS[spec.hash] = outs
+        if len(_CONSTANTS) > _CONSTANT_MAX_ENTRIES:
+            _CONSTANTS.popitem(last=False)
+    return outs
 
 
 def _scalar_to_data(node):

@@ -94,3 +94,41 @@ def test_structurally_equal_graphs_share_one_spec(fresh_metrics):
     assert specs[0] is specs[1] is specs[2]
     assert lazyxla.metrics.counter_value("UncachedCompile") == 2  # torch.ones, then the step
     torch.testing.assert_close(w.cpu(), torch.full((4, 4), 1.875))
+
+
+def test_input_free_graphs_of_different_shapes_hash_apart():
+    # ones_like/full_like record no input (only the source's shape): the key must carry the
+    # shape itself, or a (3, 2) result would run the (2, 3) program
+    d = lazyxla.device()
+    hs = set()
+    for shape in [(2, 3), (3, 2), (6,)]:
+        src = torch.zeros(shape, device=d)
+        lazyxla.sync()
+        out = torch.ones_like(src)
+        hs.add(lazyxla.graph_hash([out]))
+        assert out.cpu().shape == shape
+    assert len(hs) == 3
+
+
+def test_like_factories_do_not_execute_their_pending_source(fresh_metrics):
+    d = lazyxla.device()
+    a = torch.arange(6.0, device=d).reshape(2, 3)
+    lazyxla.sync()
+    pending = a * 2 + 1
+    seed = torch.full_like(pending, 0.5)
+    torch.testing.assert_close(seed.cpu(), torch.full((2, 3), 0.5))
+    assert lazyxla.needs_materialization([pending]) == [True]
+    torch.testing.assert_close(pending.cpu(), torch.arange(6.0).reshape(2, 3) * 2 + 1)
+
+
+def test_constant_graph_result_is_reused_not_rerun(fresh_metrics):
+    d = lazyxla.device()
+    x = torch.ones(4, device=d)
+    lazyxla.sync()
+    for step in range(3):
+        seed = torch.ones_like(x)  # as backward's grad seed, every step
+        lazyxla.sync()
+        torch.testing.assert_close(seed.cpu(), torch.ones(4))
+        seed.add_(1)  # writes make a new value; the shared result stays intact
+        torch.testing.assert_close(seed.cpu(), torch.full((4,), 2.0))
+    assert lazyxla.metrics.counter_value("ConstantReuse") == 2
