@@ -267,7 +267,7 @@ def render(meta, results) -> str:
                 continue
             med = r["median_ms"]
             comp = f"{r.get('compiles_first', 0) or 0}/{r.get('compiles_steady', 0) or 0}" \
-                if s in ("lazy", "compiled", "direct") else "—"
+                if s in ("lazy", "compiled", "direct", "torch_xla_lazy", "torch_xla") else "—"
             L.append(f"| {w} | {m} | {LABEL.get(s, s)} | {med:.3f} | {r['p90_ms']:.3f} | "
                      f"{_f(_ratio(med, eager), '{:.2f}x')} | {_f(_ratio(med, direct), '{:.2f}x')} | "
                      f"{_f(r.get('first_s'), '{:.2f}')} | {comp} | {_f(r.get('rss_first_mb'), '{:.0f}')} |")
@@ -300,8 +300,9 @@ def targets(table) -> list[str]:
     L = ["## Targets (measured)\n"]
     L.append("| workload | mode | compiled/direct (<= 1.10) | compiled/direct, cold L2 | "
              "compiled/Dynamo floor | lazy/eager (MLP train < 1.5) | lazy pipelined/eager | first call s | "
-             "1.5 x XLA compile + Dynamo s | first-call target | inductor first call / ours (>= 5) |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+             "1.5 x XLA compile + Dynamo s | first-call target | inductor first call / ours (>= 5) | "
+             "compiled/torch_xla openxla (<= 0.5) | lazy/torch_xla lazy (<= 1) |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for (w, m), t in table.items():
         c, d, e, lz, ind = (t.get(k) for k in ("compiled", "direct", "eager", "lazy", "inductor"))
         ok = lambda r: r is not None and r.get("ok")  # noqa: E731
@@ -323,7 +324,9 @@ def targets(table) -> list[str]:
         L.append(f"| {w} | {m} | {verdict(cd, 1.10)} | {_f(cold, '{:.2f}')} | {_f(floor, '{:.2f}')} | "
                  f"{verdict(le, 1.5, True) if (w, m) == ('mlp', 'train') else _f(le, '{:.2f}')} | "
                  f"{verdict(lp, 1.5, True) if (w, m) == ('mlp', 'train') else _f(lp, '{:.2f}')} | "
-                 f"{_f(first, '{:.2f}')} | {_f(bound, '{:.2f}')} | {fc} | {vs_ind} |")
+                 f"{_f(first, '{:.2f}')} | {_f(bound, '{:.2f}')} | {fc} | {vs_ind} | "
+                 f"{verdict(_ratio(med('compiled'), med('torch_xla')), 0.5)} | "
+                 f"{verdict(_ratio(med('lazy'), med('torch_xla_lazy')), 1.0)} |")
     L.append("\nDynamo time = torch._dynamo's frame-compile time (includes aot_autograd tracing); "
              "XLA compile = lowering + XLA compile of every executable built during the first call.\n")
     return L

@@ -72,8 +72,10 @@ class Runner:
         elif s in ("torch_xla_lazy", "torch_xla"):
             import torch_xla
             import torch_xla.core.xla_model as xm
+            import torch_xla.debug.metrics as xmet
             dev = torch_xla.device()
             self.xm = xm
+            self.compiles = lambda: (xmet.metric_data("CompileTime") or (0,))[0]
         elif s == "torchax":
             return self._setup_torchax(model, x, y)
         else:

@@ -16,6 +16,7 @@ def test_report_rows_and_verdicts():
                   dynamo_floor={"median_ms": 0.48, "p90_ms": 0.6})
     results = [_r("eager", 0.25), _r("inductor", 0.3, first_s=4.0), compiled,
                _r("lazy", 0.9, compiles_first=1, compiles_steady=0),
+               _r("torch_xla", 1.0, compiles_first=1, compiles_steady=0), _r("torch_xla_lazy", 1.2),
                _r("eager", 2.0, mode="train"),
                _r("lazy", 3.2, mode="train", pipelined={"median_ms": 2.9, "p90_ms": 3.0})]
     meta = {"under_load": False, "command": "lazyxla bench", "started": "now", "wall_s": 1.0,
@@ -28,6 +29,8 @@ def test_report_rows_and_verdicts():
     infer = next(l for l in md.splitlines() if l.startswith("| mlp | infer | 1.25 MISS"))
     # compiled/cold direct 0.50/0.45, compiled/Dynamo floor 0.50/0.48, inductor 4.0 s / ours 0.4 s
     assert "| 1.11 | 1.04 |" in infer and "| 10.0 ok |" in infer
+    assert infer.endswith("| 0.50 ok | 0.75 ok |")  # compiled/openxla 0.5/1.0, lazy 0.9/1.2
+    assert "torch_xla openxla" in md and "torch_xla lazy" in md
     assert "| 3.60 | — | 0.40 | 0.50 | ok |" in infer  # lazy/eager, no pipelined run; first call 0.4 s <= 1.5 x 0.2 + 0.2
     targets = md.split("## Targets")[1].splitlines()
     train = next(l for l in targets if l.startswith("| mlp | train |"))
