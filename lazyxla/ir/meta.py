@@ -5,9 +5,12 @@ holds tensors' shapes and dtypes, non-tensor arguments' values, and only the Pyt
 runtime scalars (their value cannot change a shape or dtype)."""
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 _CACHE: dict = {}
+_IDS = itertools.count()  # signature ids: never reused, even if the cache were ever cleared
 
 
 def _to_meta(x):
@@ -48,7 +51,7 @@ def infer_keyed(op, key, args, kwargs):
     if key is None:
         return _spec(out), None
     # (a spec may be None: in-place _foreach ops return nothing)
-    hit = _CACHE[key] = (_spec(out), len(_CACHE))
+    hit = _CACHE[key] = (_spec(out), next(_IDS))
     return hit
 
 
