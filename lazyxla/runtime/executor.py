@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
+import weakref
 
 import numpy as np
 
@@ -22,9 +23,13 @@ from .compiler import compile_spec
 
 log = logging.getLogger("lazyxla")
 _now = time.perf_counter_ns
+_weakref = weakref.ref
 
 CACHE = CompilationCache()
-_inflight: list = []  # outputs of dispatched executions, for wait()
+# Weak references to the outputs of dispatched executions, for wait(). Weak: holding the arrays
+# kept up to 64 steps of parameters and optimizer state alive in a loop that never waits.
+_inflight: list = []
+_INFLIGHT_PRUNE = 4096
 _compile_listeners: list = []  # called with (spec, seconds) after every XLA compile
 
 
@@ -79,9 +84,9 @@ def execute(program, inputs):
     with x64(True):
         outs = program.compiled(*(inputs if feed is None else feed(inputs)))
     metrics.metric_add("ExecuteTime", _now() - t0)
-    _inflight.append(outs)
-    if len(_inflight) > 64:
-        del _inflight[:32]
+    _inflight.extend([_weakref(a) for a in outs])
+    if len(_inflight) > _INFLIGHT_PRUNE:
+        _inflight[:] = [r for r in _inflight if (a := r()) is not None and not a.is_ready()]
     return outs
 
 
@@ -164,9 +169,8 @@ def sync_all() -> None:
 def wait() -> None:
     """Block until every dispatched execution has finished."""
     import jax
-    pending, _inflight[:] = list(_inflight), []
-    for outs in pending:
-        jax.block_until_ready(outs)
+    refs, _inflight[:] = list(_inflight), []
+    jax.block_until_ready([a for r in refs if (a := r()) is not None and not a.is_deleted()])
 
 
 # ---------------------------------------------------------------- public runtime API (tensors)

@@ -107,3 +107,27 @@ def test_tied_weights_stay_tied_through_to_and_cpu():
     other = torch.nn.Sequential(lin, lin)
     other.to(torch.float64)  # conversions not involving lazyxla keep PyTorch's default path
     assert not torch.__future__.get_swap_module_params_on_conversion()
+
+
+def test_a_loop_that_never_waits_keeps_no_old_results_alive():
+    # sync() dispatches without waiting; what wait() will block on must not keep every step's
+    # outputs alive (it held 64 steps of parameters and optimizer state)
+    import jax
+    d = lazyxla.device()
+    w = torch.ones(64, 64, device=d)
+    lazyxla.sync()
+
+    def step():
+        w.mul_(0.5).add_(1.0)
+        lazyxla.sync()
+    for _ in range(5):
+        step()
+    before = len(jax.live_arrays())
+    for _ in range(100):
+        step()
+    assert len(jax.live_arrays()) <= before + 2
+    lazyxla.wait()
+    ref = torch.ones(64, 64)
+    for _ in range(105):
+        ref.mul_(0.5).add_(1.0)
+    torch.testing.assert_close(w.cpu(), ref)
