@@ -54,7 +54,8 @@ def sync(wait: bool = False) -> None:
 
 
 def wait() -> None:
-    """Block until all dispatched executions have finished."""
+    """Block until every dispatched execution whose results are still referenced has finished
+    (results nobody holds any more are not waited for, and not kept alive)."""
     _executor.wait()
 
 

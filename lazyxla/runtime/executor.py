@@ -167,7 +167,7 @@ def sync_all() -> None:
 
 
 def wait() -> None:
-    """Block until every dispatched execution has finished."""
+    """Block until every dispatched execution whose outputs are still referenced has finished."""
     import jax
     refs, _inflight[:] = list(_inflight), []
     jax.block_until_ready([a for r in refs if (a := r()) is not None and not a.is_deleted()])
