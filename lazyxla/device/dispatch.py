@@ -66,6 +66,12 @@ _CONJ = Lowering("resolve_conj", lambda x: x.conj())
 _NEG = Lowering("resolve_neg", lambda x: -x)
 
 
+def is_cpu_scalar(t: torch.Tensor) -> bool:
+    """A 0-dim CPU tensor: PyTorch mixes these with any device; a program reads its value as a
+    runtime scalar (an optimizer's step count, a bias correction)."""
+    return t.dim() == 0 and t.device.type == "cpu"
+
+
 # While the dynamo bridge traces a graph: id(scalar node) -> (node, the CPU 0-dim tensor it was
 # read from), so that a graph input of that kind is fed its current value on every replay.
 CPU_SCALAR_SOURCES: dict | None = None
@@ -92,7 +98,7 @@ class _Recorder:
             self.key.append((t.shape, t.dtype))
             n = len(inputs) - 1
             return _SLOT[n] if n < _NSLOT else Slot(n)
-        if t.dim() == 0 and t.device.type == "cpu":  # CPU scalars mix with any device in PyTorch
+        if is_cpu_scalar(t):
             node = scalar_node(t.item(), t.dtype)
             if CPU_SCALAR_SOURCES is not None:  # a bridge trace: remember which tensor fed it
                 CPU_SCALAR_SOURCES[id(node)] = (node, t)  # holding node: its id stays unique
@@ -104,8 +110,7 @@ class _Recorder:
 
     def shape_of(self, t):
         """A tensor that gives only its shape and dtype (Lowering.like): no input node."""
-        if getattr(t.untyped_storage(), "_lazyxla", None) is None and not (
-                t.dim() == 0 and t.device.type == "cpu"):
+        if getattr(t.untyped_storage(), "_lazyxla", None) is None and not is_cpu_scalar(t):
             raise device_mismatch(t)
         self.key.append(("like", t.shape, t.dtype))
         return None

@@ -22,7 +22,7 @@ from lazyxla.ir.node import DATA, data_node
 from lazyxla.runtime import executor
 from .matcher import InputMatcher
 from .outputs import OutputHandler
-from .partition import is_cpu_scalar, is_input_item
+from .partition import is_input_item
 
 log = logging.getLogger("lazyxla.dynamo")
 _counters = metrics._counters  # the hot path bumps RunCachedGraph without a call
@@ -83,7 +83,7 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
     executor.sync_all()  # so that clearing the trace's IR afterwards cannot drop the user's work
     call_args, args = args, tuple(args) + tuple(attrs)
     for a in args:
-        cpu_ok = isinstance(a, torch.Tensor) and is_cpu_scalar(a) and not a.requires_grad
+        cpu_ok = isinstance(a, torch.Tensor) and dispatch.is_cpu_scalar(a) and not a.requires_grad
         if isinstance(a, torch.Tensor) and not _is_lazy(a) and not cpu_ok:
             raise RuntimeError(f"lazyxla bridge: graph input on {a.device}; move the model and its "
                                "inputs to lazyxla.device() (only 0-dim CPU tensors may stay)")

@@ -16,6 +16,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from lazyxla import metrics
+from lazyxla.device.dispatch import is_cpu_scalar
 from lazyxla.ir import buffer as buf
 from lazyxla.lowering.registry import LOWERINGS, VIEWS, functional_variant
 from lazyxla.runtime import executor
@@ -43,12 +44,6 @@ def all_statically_supported(gm, args=()) -> bool:
     if any(isinstance(a, torch.Tensor) and a.device.type != "lazyxla" for a in args):
         return False
     return all(statically_supported(n) for n in gm.graph.nodes)
-
-
-def is_cpu_scalar(t) -> bool:
-    """A 0-dim CPU tensor: PyTorch mixes these with any device; a program reads its value as a
-    runtime scalar (an optimizer's step count, a bias correction)."""
-    return t.device.type == "cpu" and t.dim() == 0
 
 
 def _tensors(tree) -> list:
