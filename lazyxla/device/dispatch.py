@@ -77,6 +77,15 @@ def is_cpu_scalar(t: torch.Tensor) -> bool:
 CPU_SCALAR_SOURCES: dict | None = None
 
 
+def cpu_scalar_node(t: torch.Tensor) -> Node:
+    """The runtime scalar that 0-dim CPU tensor `t` feeds a program: during a bridge trace it is
+    tied to `t`, so that a replay reads t's value then, never the value it had when traced."""
+    node = scalar_node(t.item(), t.dtype)
+    if CPU_SCALAR_SOURCES is not None:
+        CPU_SCALAR_SOURCES[id(node)] = (node, t)  # holding node: its id stays unique
+    return node
+
+
 class _Recorder:
     """Converts one call's arguments; `inputs` are the node's input nodes."""
     __slots__ = ("inputs", "key")
@@ -99,10 +108,7 @@ class _Recorder:
             n = len(inputs) - 1
             return _SLOT[n] if n < _NSLOT else Slot(n)
         if is_cpu_scalar(t):
-            node = scalar_node(t.item(), t.dtype)
-            if CPU_SCALAR_SOURCES is not None:  # a bridge trace: remember which tensor fed it
-                CPU_SCALAR_SOURCES[id(node)] = (node, t)  # holding node: its id stays unique
-            inputs.append(node)
+            inputs.append(cpu_scalar_node(t))
             self.key.append(("cpu0", t.dtype))
             n = len(inputs) - 1
             return _SLOT[n] if n < _NSLOT else Slot(n)

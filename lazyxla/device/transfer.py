@@ -19,13 +19,21 @@ def _host_bits(host, src):
     return host
 
 
+def _traced_scalar(src) -> bool:
+    """A 0-dim CPU tensor moved to lazyxla inside a graph the bridge traces: it becomes a runtime
+    scalar read from it on every replay (`step.to(device)` must not freeze the trace's step count
+    into the program)."""
+    return dispatch.CPU_SCALAR_SOURCES is not None and dispatch.is_cpu_scalar(src)
+
+
 def copy_(self, src, non_blocking=False):
     if self.device.type == "lazyxla":
         if src.device.type == "lazyxla":
             node = dispatch.math_bits(buf.state_of(src).read(), src.is_conj() != self.is_conj(),
                               src.is_neg() != self.is_neg())
         elif src.device.type == "cpu":
-            node = buf.state_of(fallback.from_cpu(src)).read()
+            node = (dispatch.cpu_scalar_node(src) if _traced_scalar(src)
+                    else buf.state_of(fallback.from_cpu(src)).read())
         else:
             raise dispatch.device_mismatch(src)
         try:
@@ -68,6 +76,9 @@ def _to_copy(self, *args, **kwargs):
     device = kwargs.get("device")
     if self.device.type == "cpu":  # host -> device (BackendSelect routes it here by `device`)
         dtype = kwargs.get("dtype")
+        if _traced_scalar(self):
+            t = buf.wrap_node(dispatch.cpu_scalar_node(self))
+            return t if dtype is None or dtype == t.dtype else t.to(dtype)
         return fallback.from_cpu(self.to(dtype) if dtype is not None else self)
     if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
         host = _host_bits(fallback.to_cpu(self), self)

@@ -126,6 +126,26 @@ def test_in_place_update_of_an_input_under_no_grad_reads_the_current_value():
             torch.testing.assert_close(ed.cpu(), ec)
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "aot_autograd"])
+def test_a_cpu_scalar_moved_to_the_device_inside_the_graph_is_read_on_every_call(grad, fresh_metrics):
+    """`s.to(device)` and `t.copy_(s)` of a 0-dim CPU input (a step count, a temperature) are
+    runtime scalars of the program, read afresh on every call, never the value traced."""
+    def f(x, s):
+        y = torch.empty((), device=x.device)
+        y.copy_(s)
+        return x * s.to(x.device) + y, x + s.to(x.device, torch.float64)
+    cf = torch.compile(f, backend="lazyxla")
+    xc = torch.arange(3.0, requires_grad=grad)
+    xd = xc.detach().to(D).requires_grad_(grad)
+    with torch.set_grad_enabled(grad):
+        for v in (2.0, 3.0, -0.5):
+            s = torch.tensor(v)
+            for got, want in zip(cf(xd, s), f(xc, s)):
+                assert got.dtype == want.dtype
+                torch.testing.assert_close(got.detach().cpu(), want.detach())
+    assert (metrics.counter_value("DynamoExtractCompiledGraph") or 0) == 1
+
+
 def test_duplicate_pass_through_none_and_int_outputs():
     def f(x, y):
         z = x + y
