@@ -14,6 +14,7 @@ import torch
 
 from lazyxla import metrics
 from . import partition as part
+from .absorb import absorb_scalar_chains
 from .bridge import Bridge
 
 log = logging.getLogger("lazyxla.dynamo")
@@ -42,14 +43,17 @@ class CompiledGraph:
         # torch.compile's fake-tensor constants are moved to the device by the graph itself
         if part.all_statically_supported(self.gm, args):  # B6: no trial run needed
             return Bridge(self.gm, self.name)
-        unsupported = part.find_unsupported(self.gm, args)
+        trial = part.trial_run(self.gm, args)
+        gm, unsupported = self.gm, trial.unsupported
+        if trial.scalar_arithmetic:  # an optimizer's step-count bookkeeping: into the program
+            gm, unsupported = absorb_scalar_chains(gm, args, trial) or (gm, unsupported)
         if not unsupported:
-            return Bridge(self.gm, self.name)
+            return Bridge(gm, self.name)
         if self.fallback == "error":
             raise UnsupportedOpsError(
                 f"lazyxla: {len(unsupported)} op(s) in {self.name} have no XLA lowering "
                 f"(options={{'fallback': 'error'}}):\n{part.describe(unsupported)}")
-        fused, n = part.partition(self.gm, unsupported, lambda sub, name: Bridge(sub, f"{self.name}.{name}"))
+        fused, n = part.partition(gm, unsupported, lambda sub, name: Bridge(sub, f"{self.name}.{name}"))
         log.info("lazyxla: %s split into %d compiled partitions around %d unsupported node(s)",
                  self.name, n, len(unsupported))
         from .bridge import debug_enabled

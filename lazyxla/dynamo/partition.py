@@ -65,10 +65,19 @@ def _lazy_node_ok(args, result) -> bool:
 
 
 class _Collector(torch.fx.Interpreter):
+    """The trial run. Besides the unsupported nodes it keeps, for the scalar-chain pass
+    (absorb.py), each node's CPU tensor values (held, so their storages stay distinct), the
+    storages of CPU tensors each node wrote, and which nodes are arithmetic on 0-dim CPU tensors
+    only."""
+
     def __init__(self, gm):
         super().__init__(gm)
         self.unsupported: list[torch.fx.Node] = []
         self.attrs: dict = {}
+        self.cpu_values: dict[torch.fx.Node, list] = {}
+        self.cpu_tensor_nodes: set[torch.fx.Node] = set()  # value: one CPU tensor
+        self.written: dict[torch.fx.Node, set] = {}
+        self.scalar_arithmetic: set[torch.fx.Node] = set()
 
     def get_attr(self, target, args, kwargs):
         # Dynamo lifts module state (parameters, optimizer state) into attributes: stand in for
@@ -79,18 +88,34 @@ class _Collector(torch.fx.Interpreter):
 
     def run_node(self, n):
         if n.op not in ("call_function", "call_method", "call_module"):
-            return super().run_node(n)
+            return self._keep(n, super().run_node(n))
         before = _fallback_counts()
         args, kwargs = self.fetch_args_kwargs_from_env(n)
-        cpu_versions = [t._version for t in _tensors((args, kwargs)) if t.device.type == "cpu"]
-        result = super().run_node(n)
+        cpu_args = _cpu((args, kwargs))
+        cpu_versions = [t._version for t in cpu_args]
+        result = self._keep(n, super().run_node(n))
         fell_back = _fallback_counts() != before
-        wrote_cpu = cpu_versions != [t._version for t in _tensors((args, kwargs)) if t.device.type == "cpu"]
+        self.written[n] = {t.untyped_storage().data_ptr() for t, v in zip(cpu_args, cpu_versions)
+                           if t._version != v}
         if is_input_item(n):  # a float Dynamo passed as a 0-dim CPU tensor: keyed by value
             return result
-        if fell_back or wrote_cpu or not _lazy_node_ok((args, kwargs), result):
+        if fell_back or self.written[n] or not _lazy_node_ok((args, kwargs), result):
             self.unsupported.append(n)
+            ts = _tensors((args, kwargs, result))
+            if not fell_back and ts and all(is_cpu_scalar(t) for t in ts):
+                self.scalar_arithmetic.add(n)
         return result
+
+
+    def _keep(self, n, result):
+        self.cpu_values[n] = _cpu(result)
+        if isinstance(result, torch.Tensor) and result.device.type == "cpu":
+            self.cpu_tensor_nodes.add(n)
+        return result
+
+
+def _cpu(tree) -> list:
+    return [t for t in _tensors(tree) if t.device.type == "cpu"]
 
 
 def is_input_item(n) -> bool:
@@ -118,13 +143,17 @@ def _stand_in(a):
 
 
 def find_unsupported(gm, args) -> list[torch.fx.Node]:
+    return trial_run(gm, args).unsupported
+
+
+def trial_run(gm, args) -> _Collector:
     from lazyxla.device import rng
     saved, rng_state = metrics.snapshot(), rng.get_state()
     executor.sync_all()
     try:
         collector = _Collector(gm)
         collector.run(*[_stand_in(a) for a in args])
-        return collector.unsupported
+        return collector
     finally:
         executor.clear_pending_ir()
         metrics.restore(saved)

@@ -190,6 +190,44 @@ def test_fallback_op_splits_the_graph_into_two_partitions(fresh_metrics):
     torch.testing.assert_close(out2.cpu(), _with_fallback(x))
 
 
+def _step_then_scale(x, s):
+    s.add_(1)  # writes a graph input: stays on the CPU
+    c = (1 - torch.pow(0.9, s)).reciprocal()  # feeds only the device op: moves into the program
+    return x * c
+
+
+def _scale_then_step(x, s):
+    c = torch.pow(0.9, s)  # the partition would run after the write below: must stay on the CPU
+    s.add_(1)
+    return x * c
+
+
+def _scale_returned(x, s):
+    c = torch.pow(0.9, s)
+    return x * c, c * 2  # c * 2 is an output: a CPU tensor, as eager returns it
+
+
+@pytest.mark.parametrize("fn, moved", [(_step_then_scale, True), (_scale_then_step, False),
+                                       (_scale_returned, False)])
+def test_scalar_chain_on_cpu_inputs_moves_into_the_program_only_when_order_allows(fn, moved, fresh_metrics):
+    """Arithmetic on 0-dim CPU inputs (an optimizer's bias correction) joins the program when its
+    results feed only device ops and no later CPU op writes what it reads."""
+    cf = torch.compile(fn, backend="lazyxla")
+    x = torch.arange(1.0, 4.0)
+    s_ref, s = torch.tensor(0.0), torch.tensor(0.0)
+    with torch.no_grad():
+        for _ in range(3):
+            want, got = fn(x, s_ref), cf(x.to(D), s)
+            want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+            for w, g in zip(want, got):
+                assert g.device.type == ("cpu" if g.dim() == 0 else "lazyxla")
+                torch.testing.assert_close(g.cpu(), w)
+            assert s.item() == s_ref.item()  # advanced exactly once per call
+    assert bool(metrics.events("scalar_chain")) == moved
+    left = metrics.events("partition")[-1]["unsupported"]
+    assert ("pow" in " ".join(left)) != moved, left
+
+
 def test_fallback_error_mode_names_the_op():
     cf = torch.compile(_with_fallback, backend="lazyxla", options={"fallback": "error"})
     with pytest.raises(Exception, match="cpu_only"):

@@ -92,9 +92,10 @@ def _adamw_steps(params, grads, compiled, capturable=False, steps=4):
 
 @pytest.mark.parametrize("capturable", [False, True])
 def test_compiled_optimizer_step_matches_eager_as_one_program(capturable, fresh_metrics):
-    """AdamW keeps each step count in a 0-dim CPU tensor by default: the compiled step runs that
-    bookkeeping (step += 1, bias corrections) on the CPU and everything else in one XLA program
-    that reads those scalars afresh on every call, and the trial run must not advance them. With
+    """AdamW keeps each step count in a 0-dim CPU tensor by default: the compiled step advances
+    it on the CPU (step += 1) and runs everything else, the bias corrections derived from it
+    included, in one XLA program that reads the counts afresh on every call; the trial runs must
+    not advance them. With
     capturable=True the counts live on the device, as attributes Dynamo lifts out of the
     optimizer: the program must read and update them in place like its arguments."""
     torch._dynamo.reset()
@@ -115,3 +116,7 @@ def test_compiled_optimizer_step_matches_eager_as_one_program(capturable, fresh_
     # one program for the device work: extracted once, no lazy ops left between partitions
     assert metrics.counter_value("DynamoExtractCompiledGraph") == 1
     assert (metrics.counter_value("DynamoSyncInputExecuteTime") or 0) == 0
+    if not capturable:  # only the step += 1 is left on the CPU; the bias corrections moved
+        assert metrics.events("scalar_chain")
+        left = metrics.events("partition")[-1]["unsupported"]
+        assert len(left) == 1 and "_foreach_add_" in left[0], left
