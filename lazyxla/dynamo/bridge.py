@@ -20,7 +20,7 @@ from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
 from lazyxla.ir.node import DATA, data_node
 from lazyxla.runtime import executor
-from .matcher import InputMatcher
+from .matcher import InputMatcher, InputStructureChanged, structure
 from .outputs import OutputHandler
 from .partition import is_input_item
 
@@ -34,11 +34,12 @@ def debug_enabled() -> bool:
 
 class Extracted:
     """One traced program: replay state for one key of non-tensor arguments."""
-    __slots__ = ("hash", "matcher", "outputs", "mutated", "container")
+    __slots__ = ("hash", "matcher", "outputs", "mutated", "container", "structure")
 
-    def __init__(self, h, matcher, outputs, mutated, container):
+    def __init__(self, h, matcher, outputs, mutated, container, structure):
         self.hash, self.matcher, self.outputs, self.mutated = h, matcher, outputs, mutated
         self.container = container  # None for a single output, else tuple or list
+        self.structure = structure  # views and aliasing of the tensor arguments it was traced on
 
 
 def _key(args, _Tensor=torch.Tensor):
@@ -116,7 +117,7 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
             graph = cut(roots)
             executor.CACHE.remember(graph.spec)
             executor.executable_for(graph.spec)  # warm-up compile: nothing is executed
-            matcher = InputMatcher(graph, args, sources)
+            matcher = InputMatcher(graph, args, sources, mutates=bool(mut_slots))
             h = graph.spec.hash
             if debug_enabled():
                 _print_debug(gm, name, graph)
@@ -127,7 +128,7 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
         executor.clear_pending_ir()  # undo the trace: mutated inputs revert to their data
         rng.set_state(rng_state)
         dispatch.BUDGET.suspended -= 1
-    return Extracted(h, matcher, handler, tuple(mut_slots), container)
+    return Extracted(h, matcher, handler, tuple(mut_slots), container, structure(args))
 
 
 def _print_debug(gm, name, graph):
@@ -154,6 +155,9 @@ class Bridge:
         self.item_positions = tuple(i for i, n in enumerate(placeholders)
                                     if any(is_input_item(u) for u in n.users))
         self.attrs = _attribute_tensors(gm)
+        # Set once an argument came as another view (or with other aliasing) than traced: from
+        # then on the structure of the tensor arguments joins the key.
+        self.by_structure = False
 
     def _key(self, args):
         key = _key(args)
@@ -161,6 +165,8 @@ class Bridge:
             key += tuple(tuple(getattr(args[i], "shape", ())) for i in self.shape_positions)
         if self.item_positions:
             key += tuple(args[i].item() for i in self.item_positions)
+        if self.by_structure:
+            key += (structure(args + self.attrs),)
         return key
 
     def _retrace(self, key, args, cause=None):
@@ -183,7 +189,18 @@ class Bridge:
             return _pack(entry, entry.outputs([], args))
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
         _counters["RunCachedGraph"] += 1
-        feed = entry.matcher(args)
+        try:
+            feed = entry.matcher(args)
+        except InputStructureChanged as e:
+            if _retried:
+                raise
+            if not self.by_structure:  # key the programs traced so far by their structure too
+                self.by_structure = True
+                self.programs = {k + (e.structure,): e for k, e in self.programs.items()}
+            key = self._key(call_args)
+            if key not in self.programs:
+                self._retrace(key, call_args, cause=f"tensor argument structure changed: {e}")
+            return self(*call_args, _retried=True)
         try:
             results = executor.execute(exe, feed)
         except (TypeError, ValueError) as e:  # a tensor's shape/dtype differs from the trace's

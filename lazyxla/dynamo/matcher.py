@@ -4,7 +4,13 @@ Built once at extraction, by graph position: parameter i comes from call argumen
 data of its root buffer, or the current value of a 0-dim CPU tensor), or is a constant captured by
 the trace (a scalar, or device data created inside the graph), or is an RNG seed drawn fresh on
 every call. Identity is used only while extracting, never at replay, so a tensor shared between
-graphs is never frozen as a constant."""
+graphs is never frozen as a constant.
+
+A program reads each argument through its root buffer, with the argument's view chain (a slice,
+a transpose) and its aliasing with other arguments traced into it. Dynamo's guards do not see
+either, so the matcher checks them on every call and raises InputStructureChanged when they
+differ (`batch[4:8]` after `batch[0:4]` of the same buffer; two arguments that now share one);
+the bridge then extracts a program for the new structure."""
 from __future__ import annotations
 
 import torch
@@ -14,14 +20,45 @@ from lazyxla.ir import buffer as buf
 from lazyxla.runtime import executor
 
 ARG, CONST, SEED, CPU = 0, 1, 2, 3
-_DATA = buf.DATA
+_DATA, _Buffer = buf.DATA, buf.Buffer
+
+
+class InputStructureChanged(Exception):
+    """A tensor argument is another view of its buffer, or aliases other arguments differently,
+    than when the program was traced."""
+
+
+def view_signature(state) -> tuple:
+    """The interned ids of a view's ops from its root buffer; () for a whole buffer."""
+    return () if type(state) is _Buffer else tuple([e[5] for e in state.chain])
+
+
+class Structure(tuple):
+    """Per lazyxla tensor argument: (position, its view signature, the first argument sharing its
+    root buffer). Part of a bridge's key once views or aliasing have varied."""
+
+    def __repr__(self):
+        views = [f"arg {j}: {'view ' + str(list(sig)) if sig else 'buffer'}"
+                 + (f" sharing arg {j0}'s buffer" if j0 != j else "") for j, sig, j0 in self]
+        return "tensor arguments (" + ", ".join(views) + ")"
+
+
+def structure(args) -> Structure:
+    first, out = {}, []
+    for j, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
+            st = buf.state_of(a)
+            out.append((j, view_signature(st), first.setdefault(id(st.root), j)))
+    return Structure(out)
 
 
 class InputMatcher:
-    __slots__ = ("plan", "tensor_positions", "arg_only")
+    __slots__ = ("plan", "tensor_positions", "arg_only", "lazy_positions", "views", "shared",
+                 "distinct")
 
-    def __init__(self, graph, args, cpu_sources=None):
-        """cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from)."""
+    def __init__(self, graph, args, cpu_sources=None, mutates=False):
+        """cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from); mutates:
+        the program writes an argument, so arguments that were apart must stay apart."""
         # Every tensor argument held device data when the trace began (the bridge syncs them
         # first); an argument the graph wrote to holds it as `committed` now.
         by_node, cpu_args = {}, {}
@@ -46,16 +83,34 @@ class InputMatcher:
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
                 plan.append((CONST, p.data))
         self.plan = plan
+        first, views, shared, lazy = {}, {}, [], []
+        for j, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
+                lazy.append(j)
+                st = buf.state_of(a)
+                if type(st) is not _Buffer:
+                    views[j] = view_signature(st)
+                j0 = first.setdefault(id(st.root), j)
+                if j0 != j:
+                    shared.append((j, j0))
+        self.views, self.shared, self.distinct = views, tuple(shared), mutates
+        self.lazy_positions = tuple(lazy)
         self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
         # The common case, every parameter a call argument: feed straight from those positions.
         self.arg_only = tuple(j for _, j in plan) if all(k == ARG for k, _ in plan) else None
 
     def __call__(self, args) -> list:
+        if self.views or self.shared or self.distinct:
+            self.check_structure(args)
+            return self._feed(args, lambda st: st.root)
+        return self._feed(args, _whole_buffer)  # the common case: every argument a whole buffer
+
+    def _feed(self, args, root_of) -> list:
         only = self.arg_only
         if only is not None:
             feed = []
             for j in only:
-                root = args[j].untyped_storage()._lazyxla.root
+                root = root_of(args[j].untyped_storage()._lazyxla)
                 if root.node.op is not _DATA:
                     self.sync_inputs(args)
                 feed.append(root.node.data)
@@ -63,7 +118,7 @@ class InputMatcher:
         feed = []
         for kind, v in self.plan:
             if kind == ARG:
-                root = args[v].untyped_storage()._lazyxla.root
+                root = root_of(args[v].untyped_storage()._lazyxla)
                 if root.node.op is not _DATA:
                     self.sync_inputs(args)
                 feed.append(root.node.data)
@@ -75,6 +130,20 @@ class InputMatcher:
                 feed.append(rng.next_seed())
         return feed
 
+    def check_structure(self, args) -> None:
+        states = {j: args[j].untyped_storage()._lazyxla for j in self.lazy_positions}
+        views = self.views
+        for j, st in states.items():
+            if (type(st) is not _Buffer or j in views) and view_signature(st) != views.get(j, ()):
+                raise InputStructureChanged(f"argument {j} is another view of its buffer")
+        for j, j0 in self.shared:
+            if states[j].root is not states[j0].root:
+                raise InputStructureChanged(f"arguments {j0} and {j} no longer share a buffer")
+        if self.distinct:
+            roots = {id(states[j].root) for j in self.tensor_positions}
+            if len(roots) != len(self.tensor_positions):
+                raise InputStructureChanged("arguments that were apart share a buffer now")
+
     def sync_inputs(self, args) -> None:
         """Inputs that still carry pending IR are executed first (DynamoSyncInputExecuteTime)."""
         pending = [buf.state_of(args[j]).root for j in self.tensor_positions
@@ -83,3 +152,9 @@ class InputMatcher:
             from lazyxla import metrics
             with metrics.timed("DynamoSyncInputExecuteTime"):
                 executor.sync_buffers(pending)
+
+
+def _whole_buffer(state):
+    if type(state) is not _Buffer:
+        raise InputStructureChanged("an argument is a view now")
+    return state

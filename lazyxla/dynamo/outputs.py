@@ -1,8 +1,10 @@
 """Output handlers: put back what XLA does not return, exactly as eager returns it.
 
-Each FX output is one of: computed by the program (an output slot), an input returned unchanged
-(pass-through), a duplicate of an earlier output (the same tensor object), None, an integer
-(SymInt outputs are fixed per non-tensor-argument key), or device data captured by the trace."""
+Each FX output is one of: computed by the program (an output slot), an input returned (the same
+tensor object, holding its updated value if the graph wrote it), a view of an input (a new view
+of that input's buffer, so it aliases the input as in eager), a duplicate of an earlier output (the
+same tensor object), None, an integer (SymInt outputs are fixed per non-tensor-argument key), or
+device data captured by the trace."""
 from __future__ import annotations
 
 import torch
@@ -10,7 +12,7 @@ import torch
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.node import DATA, Node
 
-SLOT, INPUT, DUP, NONE, INT, CONST = range(6)
+SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW = range(7)
 
 
 class OutputHandler:
@@ -33,8 +35,10 @@ class OutputHandler:
                 st = buf.state_of(o)
                 node = st.read()
                 j = next((k for k, a in enumerate(args) if a is o), None)
-                if j is not None and st.root.node.op is DATA:
+                if j is not None:  # the bridge writes a mutated input before building outputs
                     recipe.append((INPUT, j))
+                elif type(st) is buf.View and id(st.root) in arg_of_root:
+                    recipe.append((INPUT_VIEW, (arg_of_root[id(st.root)], st.chain, tuple(o.shape), o.dtype)))
                 elif node.op is DATA:
                     recipe.append((CONST, (node.data, o.dtype)))
                 else:
@@ -63,6 +67,9 @@ class OutputHandler:
                 out.append(None)
             elif kind == INT:
                 out.append(v)
+            elif kind == INPUT_VIEW:  # the matcher checked that the input is the view it was
+                j, chain, shape, dtype = v
+                out.append(buf.new_tensor(buf.View(buf.state_of(args[j]).root, chain), shape, dtype))
             else:
                 out.append(buf.wrap_node(_data(*v)))
         return out
