@@ -47,12 +47,28 @@ def infer_keyed(op, key, args, kwargs):
         key, hit = None, None
     if hit is not None:
         return hit
-    out = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+    out = _masked(op, args, kwargs, _spec(op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})))
     if key is None:
-        return _spec(out), None
+        return out, None
     # (a spec may be None: in-place _foreach ops return nothing)
-    hit = _CACHE[key] = (_spec(out), next(_IDS))
+    hit = _CACHE[key] = (out, next(_IDS))
     return hit
+
+
+def _masked(op, args, kwargs, spec):
+    """Backward ops return no tensor where `output_mask` is False (eager returns None there), but
+    some meta kernels (native_batch_norm_backward) report one anyway."""
+    schema = getattr(op, "_schema", None)
+    if schema is None or type(spec) is not tuple or is_tensor_spec(spec):
+        return spec
+    names = [a.name for a in schema.arguments]
+    if "output_mask" not in names:
+        return spec
+    i = names.index("output_mask")
+    mask = kwargs["output_mask"] if "output_mask" in kwargs else args[i] if i < len(args) else None
+    if mask is None or len(mask) != len(spec):
+        return spec
+    return tuple(s if m else None for s, m in zip(spec, mask))
 
 
 def is_tensor_spec(spec) -> bool:

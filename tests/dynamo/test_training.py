@@ -120,3 +120,26 @@ def test_compiled_optimizer_step_matches_eager_as_one_program(capturable, fresh_
         assert metrics.events("scalar_chain")
         left = metrics.events("partition")[-1]["unsupported"]
         assert len(left) == 1 and "_foreach_add_" in left[0], left
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["lazy", "compiled"])
+@pytest.mark.parametrize("norm", ["batch", "layer", "group"])
+def test_norm_layer_on_raw_inputs_trains_like_eager(compiled, norm):
+    """A norm layer as the first layer: its input needs no gradient, so its backward is asked for
+    none (output_mask[0] False) and, as in eager, returns none."""
+    make = {"batch": lambda: torch.nn.BatchNorm1d(4), "layer": lambda: torch.nn.LayerNorm(4),
+            "group": lambda: torch.nn.GroupNorm(2, 4)}[norm]
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(make(), torch.nn.Linear(4, 3)).train()
+    model = copy.deepcopy(ref).to(D)
+    run = torch.compile(model, backend="lazyxla") if compiled else model
+    g = torch.Generator().manual_seed(1)
+    for _ in range(2):
+        x = torch.randn(8, 4, generator=g)
+        ref(x).square().sum().backward()
+        run(x.to(D)).square().sum().backward()
+    lazyxla.sync()
+    for (name, p), r in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), r.grad, msg=name)
+    for (name, b), r in zip(model.named_buffers(), ref.buffers()):
+        torch.testing.assert_close(b.cpu(), r, msg=name)
