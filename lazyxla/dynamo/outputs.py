@@ -2,7 +2,8 @@
 
 Each FX output is one of: computed by the program (an output slot), an input returned (the same
 tensor object, holding its updated value if the graph wrote it), a view of an input (a new view
-of that input's buffer, so it aliases the input as in eager), a duplicate of an earlier output (the
+of that input's buffer, so it aliases the input as in eager), one of several outputs that share a
+computed buffer (`y, y.t()`: views of one new buffer per call, as eager's), a duplicate of an earlier output (the
 same tensor object), None, an integer (SymInt outputs are fixed per non-tensor-argument key), or
 device data captured by the trace."""
 from __future__ import annotations
@@ -12,15 +13,22 @@ import torch
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.node import DATA, Node
 
-SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW = range(7)
+SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED = range(8)
 
 
 class OutputHandler:
-    __slots__ = ("recipe", "roots", "meta", "slots_only")
+    __slots__ = ("recipe", "roots", "groups", "meta", "slots_only")
 
     def __init__(self, outputs, args, arg_of_root):
         """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index."""
         recipe, roots, root_slot, seen = [], [], {}, {}
+        sharing, groups, group_of = _shared_roots(outputs, args, arg_of_root), [], {}
+
+        def slot(node):
+            if id(node) not in root_slot:
+                root_slot[id(node)] = len(roots)
+                roots.append(node)
+            return root_slot[id(node)]
         for pos, o in enumerate(outputs):
             if o is None:
                 recipe.append((NONE, None))
@@ -39,14 +47,18 @@ class OutputHandler:
                     recipe.append((INPUT, j))
                 elif type(st) is buf.View and id(st.root) in arg_of_root:
                     recipe.append((INPUT_VIEW, (arg_of_root[id(st.root)], st.chain, tuple(o.shape), o.dtype)))
+                elif id(st.root) in sharing:
+                    rn = st.root.node
+                    if id(st.root) not in group_of:
+                        group_of[id(st.root)] = len(groups)
+                        groups.append((CONST, rn) if rn.op is DATA else (SLOT, (slot(rn), rn.dtype)))
+                    chain = st.chain if type(st) is buf.View else None
+                    recipe.append((SHARED, (group_of[id(st.root)], chain, tuple(o.shape), o.dtype)))
                 elif node.op is DATA:
                     recipe.append((CONST, (node.data, o.dtype)))
                 else:
-                    if id(node) not in root_slot:
-                        root_slot[id(node)] = len(roots)
-                        roots.append(node)
-                    recipe.append((SLOT, (root_slot[id(node)], tuple(o.shape), o.dtype)))
-        self.recipe, self.roots = recipe, roots
+                    recipe.append((SLOT, (slot(node), tuple(o.shape), o.dtype)))
+        self.recipe, self.roots, self.groups = recipe, roots, tuple(groups)
         # The common case, every output computed by the program: (slot, shape, dtype) per output.
         self.slots_only = tuple(v for _, v in recipe) if all(k == SLOT for k, _ in recipe) else None
 
@@ -54,7 +66,7 @@ class OutputHandler:
         if self.slots_only is not None:
             return [_new_tensor(_Buffer(_Node(DATA, (), None, shape, dtype, data=results[i])), shape, dtype)
                     for i, shape, dtype in self.slots_only]
-        out = []
+        out, shared = [], [None] * len(self.groups)
         for kind, v in self.recipe:
             if kind == SLOT:
                 i, shape, dtype = v
@@ -67,12 +79,32 @@ class OutputHandler:
                 out.append(None)
             elif kind == INT:
                 out.append(v)
+            elif kind == SHARED:
+                g, chain, shape, dtype = v
+                b = shared[g]
+                if b is None:
+                    gk, gv = self.groups[g]
+                    b = shared[g] = buf.Buffer(gv if gk == CONST else _data(results[gv[0]], gv[1]))
+                out.append(buf.new_tensor(b if chain is None else buf.View(b, chain), shape, dtype))
             elif kind == INPUT_VIEW:  # the matcher checked that the input is the view it was
                 j, chain, shape, dtype = v
                 out.append(buf.new_tensor(buf.View(buf.state_of(args[j]).root, chain), shape, dtype))
             else:
                 out.append(buf.wrap_node(_data(*v)))
         return out
+
+
+def _shared_roots(outputs, args, arg_of_root) -> set:
+    """ids of the computed root buffers that two or more distinct outputs (not inputs, not views
+    of inputs) read."""
+    count, seen = {}, set()
+    for o in outputs:
+        if isinstance(o, torch.Tensor) and id(o) not in seen and not any(a is o for a in args):
+            seen.add(id(o))
+            r = id(buf.state_of(o).root)
+            if r not in arg_of_root:
+                count[r] = count.get(r, 0) + 1
+    return {r for r, c in count.items() if c > 1}
 
 
 def _data(array, dtype):

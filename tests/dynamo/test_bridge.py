@@ -193,6 +193,20 @@ def test_outputs_alias_inputs_as_in_eager():
                 torch.testing.assert_close(g.cpu(), w)
 
 
+def test_outputs_that_share_a_computed_buffer_alias_each_other():
+    def f(x):
+        y = x + 1
+        return y, y[0], y.t()
+    cf = torch.compile(f, backend="lazyxla")
+    xc = torch.arange(6.0).reshape(2, 3)
+    with torch.no_grad():
+        for _ in range(2):
+            want, got = f(xc), cf(xc.to(D))
+            want[0].mul_(10), got[0].mul_(10)  # visible through the views, as in eager
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g.cpu(), w)
+
+
 def test_duplicate_pass_through_none_and_int_outputs():
     def f(x, y):
         z = x + y
