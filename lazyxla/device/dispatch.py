@@ -29,8 +29,9 @@ class _OpInfo:
         args = op._schema.arguments
         low = LOWERINGS.get(op)
         static = low is not None and low.static  # shape-determining scalars (arange, linspace)
-        runtime = [not static and (is_scalar_type(a.type) or str(a.type) in ("Tensor", "Optional[Tensor]"))
-                   for a in args]
+        named = low.runtime if low is not None else ()
+        runtime = [not static and (is_scalar_type(a.type) or str(a.type) in ("Tensor", "Optional[Tensor]")
+                                   or a.name in named) for a in args]
         self.scalar_pos = frozenset(i for i, a in enumerate(args) if not a.kwarg_only and runtime[i])
         self.scalar_kw = frozenset(a.name for a, r in zip(args, runtime) if r)
         self.like = low is not None and low.like

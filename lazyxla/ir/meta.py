@@ -29,7 +29,12 @@ def _spec(out):
     if isinstance(out, torch.Tensor):
         return (tuple(out.shape), out.dtype)
     if isinstance(out, (list, tuple)):
-        return tuple(_spec(o) for o in out)
+        specs = tuple(_spec(o) for o in out)
+        if specs and all(type(x) is tuple and not is_tensor_spec(x) for x in specs):
+            # several lists (the fused optimizers' functional forms): one flat tuple of outputs,
+            # in order, as the in-place kernel writes them
+            return tuple(x for group in specs for x in group)
+        return specs
     return out
 
 

@@ -1,5 +1,5 @@
 """Optimizer ops: the `_foreach_*` family (one IR node per list op, not one per tensor) and the
-fused Adam/AdamW/SGD kernels.
+fused Adam/AdamW kernels (one node per optimizer step; fused SGD runs through the CPU fallback).
 
 A `_foreach_<op>` applies `<op>` to each element of its list arguments; its in-place form
 (`_foreach_add_`) writes each result back through the registry's in-place handling. `Scalar` and
@@ -129,6 +129,59 @@ def _foreach_norm(xs, ord=2, dtype=None):
     return [_norm(x, p) for x in xs]  # the registry casts to `dtype`
 
 
-# Fused optimizers (_fused_adam_, _fused_adamw_, _fused_sgd_) are not lowered: they return lists
-# of lists, which the recorder does not represent yet, so they run through the CPU fallback
-# (correct, counted). torch.optim's default on this device is the foreach path, lowered above.
+# Fused Adam/AdamW (torch.optim's fused=True): one node for the whole update of every parameter.
+# The functional form returns five lists (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs);
+# meta flattens them into one tuple of outputs, which the in-place kernel writes back in order.
+# The hyperparameters are runtime values, so an lr schedule compiles nothing new. The step counts
+# live on the device (fused keeps them with the parameters) and the optimizer advances them before
+# the call. As PyTorch's CPU kernel: bias corrections in float64, the update in the parameter's
+# math type; with grad_scale the grads are unscaled (and written back), and found_inf == 1 skips
+# the whole update.
+_HYPER = ("lr", "beta1", "beta2", "weight_decay", "eps")
+
+
+def _fused_adam_math(decoupled):
+    def low(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1,
+            beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
+        outs = ([], [], [], [], [])
+        for i, (p, g, m, v, step) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, state_steps)):
+            ct = jnp.promote_types(p.dtype, jnp.float32)  # opmath: float32 for half types
+            p32, g32, m32, v32 = (x.astype(ct) for x in (p, g, m, v))
+            if grad_scale is not None:
+                g32 = g32 / grad_scale.astype(ct)
+            g_out = g32.astype(g.dtype)
+            d = -g32 if maximize else g32
+            if decoupled:
+                p32 = p32 * (1 - (lr * weight_decay))
+            else:
+                d = d + p32 * weight_decay
+            m32 = m32 + (d - m32) * (1 - beta1)
+            v32 = v32 * beta2 + d * d * (1 - beta2)
+            t = step.astype(jnp.float64)
+            bc1 = 1 - jnp.power(jnp.asarray(beta1, jnp.float64), t)
+            bc2_sqrt = jnp.sqrt(1 - jnp.power(jnp.asarray(beta2, jnp.float64), t))
+            step_size = (lr / bc1).astype(ct)
+            if amsgrad:
+                mx = jnp.maximum(max_exp_avg_sqs[i].astype(ct), v32)
+                denom = jnp.sqrt(mx) / bc2_sqrt.astype(ct) + eps
+            else:
+                denom = jnp.sqrt(v32) / bc2_sqrt.astype(ct) + eps
+            p32 = p32 - step_size * m32 / denom
+            new = [p32.astype(p.dtype), g_out, m32.astype(m.dtype), v32.astype(v.dtype)]
+            old = [p, g, m, v]
+            if amsgrad:
+                new.append(mx.astype(max_exp_avg_sqs[i].dtype))
+                old.append(max_exp_avg_sqs[i])
+            if found_inf is not None:
+                skip = found_inf.astype(bool)
+                new = [jnp.where(skip, o, n) for o, n in zip(old, new)]
+            for k, x in enumerate(new):
+                outs[k].append(x)
+        if not amsgrad:  # the functional form still returns copies of the (unused) max list
+            outs[4].extend(max_exp_avg_sqs)
+        return tuple(x for group in outs for x in group)
+    return low
+
+
+register(aten._fused_adamw.default, runtime=_HYPER)(_fused_adam_math(decoupled=True))
+register(aten._fused_adam.default, runtime=_HYPER)(_fused_adam_math(decoupled=False))

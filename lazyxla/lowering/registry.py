@@ -30,12 +30,16 @@ VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
 
 
 class Lowering:
-    __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op", "static", "like")
+    __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op", "static", "like",
+                 "runtime")
 
     def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None, static=False,
-                 like=False):
+                 like=False, runtime=()):
         self.op, self.fn, self.meta, self.random, self.view = op, fn, meta, random, view
         self.static = static
+        # runtime: names of `float` arguments that are runtime values too (an optimizer's lr,
+        # which a scheduler changes every step); by default only `Scalar` arguments are
+        self.runtime = frozenset(runtime)
         # like: a tensor first argument gives only its shape and dtype (ones_like, fill, new_*):
         # it is not an input of the node, so the result depends on nothing pending
         self.like = like
@@ -48,11 +52,12 @@ class Lowering:
         return f"Lowering({self.name})"
 
 
-def register(*ops, meta=False, random=False, view=False, scatter=None, static=False, like=False):
+def register(*ops, meta=False, random=False, view=False, scatter=None, static=False, like=False,
+             runtime=()):
     def deco(fn):
         for op in ops:
             low = Lowering(op, fn, meta=meta, random=random, view=view, scatter=scatter,
-                           static=static, like=like)
+                           static=static, like=like, runtime=runtime)
             (VIEWS if view else LOWERINGS)[op] = low
         return fn
     return deco

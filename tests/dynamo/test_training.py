@@ -143,3 +143,28 @@ def test_norm_layer_on_raw_inputs_trains_like_eager(compiled, norm):
         torch.testing.assert_close(p.grad.cpu(), r.grad, msg=name)
     for (name, b), r in zip(model.named_buffers(), ref.buffers()):
         torch.testing.assert_close(b.cpu(), r, msg=name)
+
+
+def test_compiled_fused_adamw_step_is_one_program(fresh_metrics):
+    """fused=True keeps the step counts on the device: the compiled step is one program with no
+    CPU work around it, and matches PyTorch's fused CPU kernel."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(0)
+    ref = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
+    grads = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
+    ref_params = [p.clone().requires_grad_() for p in ref]
+    lazy_params = [p.to(D).requires_grad_() for p in ref]
+    ref_opt = torch.optim.AdamW(ref_params, lr=1e-2, weight_decay=0.1, fused=True)
+    opt = torch.optim.AdamW(lazy_params, lr=1e-2, weight_decay=0.1, fused=True)
+    step = torch.compile(opt.step, backend="lazyxla")
+    for _ in range(4):
+        for p, r, gr in zip(lazy_params, ref_params, grads):
+            p.grad, r.grad = gr.to(D), gr.clone()
+        ref_opt.step()
+        step()
+    lazyxla.sync()
+    for p, r in zip(lazy_params, ref_params):
+        torch.testing.assert_close(p.detach().cpu(), r.detach())
+        assert opt.state[p]["step"].device.type == "lazyxla" and opt.state[p]["step"].item() == 4.0
+    assert not metrics.events("partition")
+    assert not metrics.executed_fallback_ops()

@@ -13,6 +13,13 @@ OPTIMIZERS = {
     "adam_wd_amsgrad": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1, amsgrad=True),
     "adamw": lambda p: torch.optim.AdamW(p, lr=0.01),
     "adamw_amsgrad": lambda p: torch.optim.AdamW(p, lr=0.01, amsgrad=True),
+    # fused=True: one node per step (_fused_adam_ / _fused_adamw_), compared with PyTorch's fused
+    # CPU kernel
+    "adam_fused_wd": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1, fused=True),
+    "adam_fused_amsgrad_maximize": lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True,
+                                                              maximize=True, fused=True),
+    "adamw_fused": lambda p: torch.optim.AdamW(p, lr=0.01, fused=True),
+    "adamw_fused_amsgrad": lambda p: torch.optim.AdamW(p, lr=0.01, amsgrad=True, fused=True),
 }
 
 
@@ -53,7 +60,7 @@ def test_training_matches_cpu(name):
     torch.testing.assert_close(got_p, want_p, **tol)
 
 
-@pytest.mark.parametrize("name", ["sgd_momentum", "adamw_amsgrad"])
+@pytest.mark.parametrize("name", ["sgd_momentum", "adamw_amsgrad", "adamw_fused_amsgrad"])
 def test_lr_schedule_compiles_nothing_new(name):
     want_p, want_l, _ = _train("cpu", OPTIMIZERS[name], steps=7, schedule=True)
     got_p, got_l, compiles = _train(lazyxla.device(), OPTIMIZERS[name], steps=7, schedule=True)
@@ -107,10 +114,23 @@ def test_foreach_inplace_and_copy():
     check(f, a, b)
 
 
-def test_fused_adamw_runs_through_fallback():
-    make = lambda p: torch.optim.AdamW(p, lr=0.01, amsgrad=True, fused=True)  # noqa: E731
-    want_p, _, _ = _train("cpu", make, steps=2)
-    # The fused kernel is not lowered: it runs through the CPU fallback, and must be right.
-    got_p, _, _ = _train(lazyxla.device(), make, steps=2, allow_fallback=True)
-    assert "_fused_adamw_" in lazyxla.metrics.executed_fallback_ops()
-    torch.testing.assert_close(got_p, want_p, rtol=1e-5, atol=1e-6)
+@pytest.mark.parametrize("adamw", [False, True], ids=["adam", "adamw"])
+def test_fused_step_with_grad_scale_and_found_inf(adamw, fresh_metrics):
+    """GradScaler's arguments: grads are unscaled (and written back); found_inf == 1 skips the
+    whole update."""
+    op = torch._fused_adamw_ if adamw else torch._fused_adam_
+    for inf in (0.0, 1.0):
+        torch.manual_seed(2)
+        lists = [[torch.randn(3, 2) for _ in range(2)] for _ in range(4)]
+        lists[3] = [x.abs() for x in lists[3]]
+        steps = [torch.tensor(3.0), torch.tensor(3.0)]
+        scale, found = torch.tensor(4.0), torch.tensor(inf)
+        dev = [[x.to(lazyxla.device()) for x in xs] for xs in lists]
+        kw = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.01, eps=1e-8, amsgrad=False,
+                  maximize=False)
+        op(*lists, [], steps, grad_scale=scale, found_inf=found, **kw)
+        op(*dev, [], [t.to(lazyxla.device()) for t in steps],
+           grad_scale=scale.to(lazyxla.device()), found_inf=found.to(lazyxla.device()), **kw)
+        for xs, ys in zip(lists, dev):
+            torch.testing.assert_close([y.cpu() for y in ys], xs, rtol=1e-5, atol=1e-6)
+    assert not metrics.executed_fallback_ops()
