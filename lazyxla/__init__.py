@@ -59,6 +59,13 @@ def wait() -> None:
     _executor.wait()
 
 
+def enable_view_replay() -> None:
+    """Make autograd rebuild views by replaying their ops in the calling thread. lazyxla turns this
+    on in the thread that imports it; call it first in any other thread that runs forward passes
+    with in-place ops on views of lazyxla tensors (PyTorch's flag is per thread)."""
+    _torch._C._set_view_replay_enabled(True)
+
+
 def initialize_cache(path: str, readonly: bool = False) -> None:
     """Persist compiled programs under `path`: a later process running the same program does no
     XLA compile. Also set by env LAZYXLA_PERSISTENT_CACHE_PATH."""

@@ -1,7 +1,10 @@
+import pytest
 import torch
 
 import lazyxla
 from lazyxla.testing import check_grad
+
+D = lazyxla.device()
 
 
 def test_backward_on_device():
@@ -69,3 +72,39 @@ def test_backward_runs_on_the_calling_thread_unless_opted_out():
     env["LAZYXLA_AUTOGRAD_DEVICE_THREADS"] = "1"
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+
+
+def _setitem(x):
+    x[2] = 0.0
+    return x * x
+
+
+@pytest.mark.parametrize("inplace_on_view", [
+    lambda x: (x[1:].mul_(2), x)[1],
+    _setitem,
+    lambda x: (x.view(2, 2).diagonal().zero_(), x)[1],
+    lambda x: (x.view(2, 2).t()[0].exp_(), x)[1],
+], ids=["slice_mul_", "setitem", "diagonal_zero_", "transpose_select_exp_"])
+def test_gradients_through_in_place_ops_on_views(inplace_on_view):
+    """Autograd rebuilds a view after an in-place op on it; lazyxla's views report contiguous
+    strides, so it must replay the view ops rather than as_strided them."""
+    grads = []
+    for dev in ("cpu", D):
+        a = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        inplace_on_view(a.to(dev) * 1).sum().backward()
+        grads.append(a.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_view_replay_is_enabled_in_other_threads_on_request():
+    import threading
+    seen = []
+
+    def work():
+        seen.append(torch._C._is_view_replay_enabled())
+        lazyxla.enable_view_replay()
+        seen.append(torch._C._is_view_replay_enabled())
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert seen == [False, True]
