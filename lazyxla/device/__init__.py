@@ -77,8 +77,9 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from .modules import install
-    install()
+    from . import copying, modules
+    modules.install()
+    copying.install()
     _backward_on_calling_thread()
     _replay_views()
     _registered = True

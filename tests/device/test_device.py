@@ -112,3 +112,37 @@ def test_in_place_casting_rules_match_eager():
     y.add_(torch.ones(3, dtype=torch.int64, device=lazyxla.device()))  # int into float is fine
     assert y.cpu().tolist() == [1.0, 1.0, 1.0]
     assert x.cpu().tolist() == [0, 0, 0]
+
+
+def test_deepcopy_is_an_independent_copy_with_grad_state():
+    import copy
+    D = lazyxla.device()
+    x = torch.tensor([1.0, 2.0]).to(D).requires_grad_()
+    x.grad = torch.ones(2).to(D)
+    y = copy.deepcopy(x)
+    with torch.no_grad():
+        y.add_(1)
+    assert y.requires_grad and y.device.type == "lazyxla"
+    torch.testing.assert_close(x.detach().cpu(), torch.tensor([1.0, 2.0]))
+    torch.testing.assert_close(y.detach().cpu(), torch.tensor([2.0, 3.0]))
+    torch.testing.assert_close(y.grad.cpu(), torch.ones(2))
+    p = copy.deepcopy(torch.nn.Parameter(torch.ones(2).to(D)))
+    assert type(p) is torch.nn.Parameter and p.device.type == "lazyxla"
+
+
+def test_pickle_and_torch_save_round_trip_to_the_device():
+    import io
+    import pickle
+    D = lazyxla.device()
+    m = torch.nn.Linear(3, 2).to(D)
+    x = torch.arange(6.0).to(D)
+    assert pickle.loads(pickle.dumps(x)).device.type == "lazyxla"
+    buf = io.BytesIO()
+    torch.save({"model": m.state_dict(), "view": x[2:4]}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    assert loaded["view"].device.type == "lazyxla"
+    torch.testing.assert_close(loaded["view"].cpu(), torch.tensor([2.0, 3.0]))
+    torch.testing.assert_close(loaded["model"]["weight"].cpu(), m.weight.detach().cpu())
+    buf.seek(0)
+    assert torch.load(buf, map_location="cpu")["view"].device.type == "cpu"
