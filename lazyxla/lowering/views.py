@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from lazyxla.jaxenv import np_dtype
 from .registry import aten, register
 
 
@@ -147,3 +148,26 @@ def narrow(x, dim, start, length):
           scatter=lambda base, value, _meta: jnp.stack([jnp.real(value), jnp.imag(value)], -1).astype(base.dtype))
 def view_as_complex(x):
     return x[..., 0] + 1j * x[..., 1]
+
+
+def _bitcast(x, want):
+    """Reinterpret x's bytes as dtype `want` (numpy); a size change folds into the last dim."""
+    if x.dtype == want:
+        return x
+    if x.dtype == jnp.bool_ or want == jnp.bool_:  # same size: bytes 0/1
+        return x != 0 if want == jnp.bool_ else x.astype(want)
+    a, b = x.dtype.itemsize, want.itemsize
+    if a == b:
+        return lax.bitcast_convert_type(x, want)
+    if a > b:
+        y = lax.bitcast_convert_type(x, want)  # (..., n, a // b)
+        return y.reshape(x.shape[:-1] + (x.shape[-1] * (a // b),))
+    y = x.reshape(x.shape[:-1] + (x.shape[-1] // (b // a), b // a))
+    return lax.bitcast_convert_type(y, want)
+
+
+@register(aten.view.dtype, view=True,
+          scatter=lambda base, value, dtype, _meta: _bitcast(value, base.dtype))
+def view_dtype(x, dtype):
+    """Tensor.view(dtype): the same bytes read as another dtype, not a conversion."""
+    return _bitcast(x, np_dtype(dtype))

@@ -80,3 +80,17 @@ def test_in_place_view_ops_reshape_the_tensor_and_keep_aliasing():
         y.transpose_(0, 1)
         return x, row, y
     both(f)
+
+
+def test_view_as_another_dtype_reinterprets_bytes_and_writes_through():
+    def f(x):
+        ints = x.view(torch.int32)
+        ints[0, 0] = 7  # a write through the view changes x's bytes
+        return x.clone(), ints.clone(), x.view(torch.uint8).clone(), x.view(torch.bfloat16).clone(), \
+            x.view(torch.uint8).view(torch.float32).clone()
+    xc = torch.tensor([[1.0, -2.0], [3.5, 0.25]])
+    want = f(xc.clone())
+    got = f(xc.to(lazyxla.device()))
+    for w, g in zip(want, got):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True, rtol=0, atol=0)
