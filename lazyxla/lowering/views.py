@@ -61,7 +61,25 @@ def permute(x, dims):
     return jnp.transpose(x, tuple(_norm(d, x.ndim) for d in dims))
 
 
-@register(aten.expand.default, view=True)
+def _expand_scatter(base, value, size, implicit=False, _meta=None):
+    """The copies of an expanded element share one memory location in eager, and a valid write
+    (eager rejects overlapping ones) changes at most one copy of each: keep the changed copy."""
+    lead = value.ndim - base.ndim
+    aligned = base.reshape((1,) * lead + base.shape)
+    old = jnp.broadcast_to(aligned, value.shape)
+    same = value == old
+    if jnp.issubdtype(value.dtype, jnp.inexact):
+        same = same | (jnp.isnan(value) & jnp.isnan(old))
+    axes = [i for i in range(value.ndim) if i < lead or (aligned.shape[i] == 1 and value.shape[i] != 1)]
+    if not axes:
+        return value.astype(base.dtype)
+    front = lambda a: jnp.moveaxis(a, axes, range(len(axes))).reshape((-1,) + base.shape)  # noqa: E731
+    changed, copies = ~front(same), front(value)
+    pick = jnp.take_along_axis(copies, jnp.argmax(changed, axis=0)[None], axis=0)[0]
+    return jnp.where(changed.any(axis=0), pick, base).astype(base.dtype)
+
+
+@register(aten.expand.default, view=True, scatter=_expand_scatter)
 def expand(x, size, implicit=False):
     size = tuple(x.shape[i - (len(size) - x.ndim)] if s == -1 else s for i, s in enumerate(size))
     return jnp.broadcast_to(x, size)

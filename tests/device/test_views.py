@@ -94,3 +94,13 @@ def test_view_as_another_dtype_reinterprets_bytes_and_writes_through():
     for w, g in zip(want, got):
         assert g.dtype == w.dtype and g.shape == w.shape
         torch.testing.assert_close(g.cpu(), w, equal_nan=True, rtol=0, atol=0)
+
+
+def test_write_through_part_of_an_expanded_view_reaches_the_shared_element():
+    def f(x):
+        col = torch.zeros(4, 1, device=x.device) + x[:, :1]
+        col.expand(4, 3)[:, 1].add_(1)  # copies of one element share it: the write lands
+        row = x[0].clone()
+        row.expand(2, 6)[1].mul_(10)
+        return col, row
+    both(f)
