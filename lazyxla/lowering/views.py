@@ -150,7 +150,8 @@ def as_strided(x, size, stride, storage_offset=None):
     return x.reshape(-1)[idx]
 
 
-@register(aten.view_as_real.default, view=True)
+@register(aten.view_as_real.default, view=True,
+          scatter=lambda base, value, _meta: lax.complex(value[..., 0], value[..., 1]).astype(base.dtype))
 def view_as_real(x):
     return jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)
 

@@ -104,3 +104,12 @@ def test_write_through_part_of_an_expanded_view_reaches_the_shared_element():
         row.expand(2, 6)[1].mul_(10)
         return col, row
     both(f)
+
+
+def test_write_through_view_as_real_sets_the_imaginary_parts():
+    def f(x):
+        z = torch.complex(x[0, :3], x[1, :3])
+        torch.view_as_real(z)[:, 1].fill_(-1)
+        torch.view_as_real(z)[0, 0] = 9
+        return (torch.view_as_real(z).clone(),)
+    both(f)
