@@ -1,5 +1,5 @@
 """Kernels that move data between host and device, or read a value out: copy_, _copy_from,
-_local_scalar_dense (item()), and resize_ (only as a no-op to the same shape)."""
+_local_scalar_dense (item()), resize_, and set_ to another lazyxla tensor."""
 from __future__ import annotations
 
 import torch
@@ -103,6 +103,18 @@ def resize_(self, size, memory_format=None):
     return self
 
 
+def set_source_tensor(self, source):
+    """x.set_(y): x uses y's storage from now on, so each sees the other's writes. A lazyxla
+    tensor's state lives on its storage, so x takes y's storage, sizes and strides, as `.data =`
+    does (keeping x's Python identity)."""
+    if source.device.type != "lazyxla":
+        raise dispatch.device_mismatch(source)
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"Could not set tensor of type {source.dtype} to a tensor of type {self.dtype}")
+    self.data = source
+    return self
+
+
 def equal(self, other):
     """torch.equal reads a value: compared on the device, one bool read back."""
     if self.shape != other.shape:
@@ -114,6 +126,7 @@ def equal(self, other):
 
 KERNELS = {
     aten.equal.default: equal,
+    aten.set_.source_Tensor: set_source_tensor,
     aten.copy_.default: copy_,
     aten._copy_from.default: _copy_from,
     aten._copy_from_and_resize.default: _copy_from_and_resize,

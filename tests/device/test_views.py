@@ -113,3 +113,13 @@ def test_write_through_view_as_real_sets_the_imaginary_parts():
         torch.view_as_real(z)[0, 0] = 9
         return (torch.view_as_real(z).clone(),)
     both(f)
+
+
+def test_set_makes_two_tensors_share_one_storage():
+    def f(x):
+        a, b = x[0].clone(), x[1, :2].clone()
+        a.set_(b)
+        b[0] = -3
+        a[1] = -7
+        return a, b
+    both(f)
