@@ -79,9 +79,9 @@ def test_compiled_training_matches_eager(kind):
         torch.testing.assert_close(g, r)
 
 
-def _adamw_steps(params, grads, compiled, capturable=False, steps=4):
+def _adamw_steps(params, grads, compiled, capturable=False, steps=4, fused=None):
     # default (capturable=False): step counts are 0-dim CPU tensors
-    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, capturable=capturable)
+    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, capturable=capturable, fused=fused)
     step = torch.compile(opt.step, backend="lazyxla") if compiled else opt.step
     for _ in range(steps):
         for p, g in zip(params, grads):
@@ -90,20 +90,24 @@ def _adamw_steps(params, grads, compiled, capturable=False, steps=4):
     return opt
 
 
+def _optimizer_case():
+    """(CPU parameters, the same on lazyxla, their gradients) for two small parameters."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(0)
+    ref = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
+    grads = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
+    return [p.clone().requires_grad_() for p in ref], [p.to(D).requires_grad_() for p in ref], grads
+
+
 @pytest.mark.parametrize("capturable", [False, True])
 def test_compiled_optimizer_step_matches_eager_as_one_program(capturable, fresh_metrics):
     """AdamW keeps each step count in a 0-dim CPU tensor by default: the compiled step advances
     it on the CPU (step += 1) and runs everything else, the bias corrections derived from it
     included, in one XLA program that reads the counts afresh on every call; the trial runs must
-    not advance them. With
-    capturable=True the counts live on the device, as attributes Dynamo lifts out of the
-    optimizer: the program must read and update them in place like its arguments."""
-    torch._dynamo.reset()
-    g = torch.Generator().manual_seed(0)
-    ref = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
-    grads = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
-    ref_params = [p.clone().requires_grad_() for p in ref]
-    lazy_params = [p.to(D).requires_grad_() for p in ref]
+    not advance them. With capturable=True the counts live on the device, as attributes Dynamo
+    lifts out of the optimizer: the program must read and update them in place like its
+    arguments."""
+    ref_params, lazy_params, grads = _optimizer_case()
     ref_opt = _adamw_steps(ref_params, grads, compiled=False)
     opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True, capturable=capturable)
     lazyxla.sync()
@@ -148,20 +152,9 @@ def test_norm_layer_on_raw_inputs_trains_like_eager(compiled, norm):
 def test_compiled_fused_adamw_step_is_one_program(fresh_metrics):
     """fused=True keeps the step counts on the device: the compiled step is one program with no
     CPU work around it, and matches PyTorch's fused CPU kernel."""
-    torch._dynamo.reset()
-    g = torch.Generator().manual_seed(0)
-    ref = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
-    grads = [torch.randn(6, 5, generator=g), torch.randn(5, generator=g)]
-    ref_params = [p.clone().requires_grad_() for p in ref]
-    lazy_params = [p.to(D).requires_grad_() for p in ref]
-    ref_opt = torch.optim.AdamW(ref_params, lr=1e-2, weight_decay=0.1, fused=True)
-    opt = torch.optim.AdamW(lazy_params, lr=1e-2, weight_decay=0.1, fused=True)
-    step = torch.compile(opt.step, backend="lazyxla")
-    for _ in range(4):
-        for p, r, gr in zip(lazy_params, ref_params, grads):
-            p.grad, r.grad = gr.to(D), gr.clone()
-        ref_opt.step()
-        step()
+    ref_params, lazy_params, grads = _optimizer_case()
+    _adamw_steps(ref_params, grads, compiled=False, fused=True)
+    opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True, fused=True)
     lazyxla.sync()
     for p, r in zip(lazy_params, ref_params):
         torch.testing.assert_close(p.detach().cpu(), r.detach())
