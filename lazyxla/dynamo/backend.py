@@ -94,7 +94,13 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
 
 
 def register() -> None:
-    """Make backend="lazyxla" available even without the installed entry point."""
+    """Make backend="lazyxla" available even without the installed entry point, and keep Dynamo
+    out of lazyxla's and JAX's own frames: after a graph break Dynamo evaluates every new Python
+    frame, and the device's kernels (an `.item()`, a print) are Python frames called from the
+    dispatcher; traced as user code they fail inside JAX."""
+    from torch._dynamo import trace_rules
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
     if "lazyxla" not in _BACKENDS:
         register_backend(name="lazyxla")(lazyxla_backend)
+    for package in ("lazyxla", "jax", "jaxlib", "ml_dtypes"):
+        trace_rules.add(package)

@@ -86,9 +86,16 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
     for a in args:
         cpu_ok = isinstance(a, torch.Tensor) and dispatch.is_cpu_scalar(a) and not a.requires_grad
         if isinstance(a, torch.Tensor) and not _is_lazy(a) and not cpu_ok:
+            if dispatch.is_cpu_scalar(a):
+                raise RuntimeError("lazyxla bridge: a 0-dim CPU tensor that requires grad is a graph "
+                                   "input; its gradient would be computed on the device: move it "
+                                   "to lazyxla.device()")
             raise RuntimeError(f"lazyxla bridge: graph input on {a.device}; move the model and its "
                                "inputs to lazyxla.device() (only 0-dim CPU tensors may stay)")
     roots_of_args = {id(buf.state_of(a).root): j for j, a in enumerate(args) if _is_lazy(a)}
+    # Each argument's device data as the trace begins: what the program's parameters are, and
+    # what tells a write (even one of another input's data: x.copy_(y)) from no write.
+    start = [buf.state_of(a).root.node if _is_lazy(a) else None for a in args]
     rng_state = rng.get_state()  # the trace's random ops must not consume the device RNG
     dispatch.BUDGET.suspended += 1  # a trace must never execute
     dispatch.CPU_SCALAR_SOURCES = sources = {}
@@ -96,13 +103,13 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
         outs = gm(*call_args)
         container = type(outs) if isinstance(outs, (tuple, list)) else None
         outs = list(outs) if container else [outs]
-        handler = OutputHandler(outs, args, roots_of_args)
+        handler = OutputHandler(outs, args, roots_of_args, {id(n) for n in start if n is not None})
         # Inputs the graph wrote to: their root buffers carry a pending value now.
         mutated, seen = [], set()
         for j, a in enumerate(args):
             if _is_lazy(a):
                 root = buf.state_of(a).root
-                if root.node.op is not DATA and id(root) not in seen:
+                if root.node is not start[j] and id(root) not in seen:
                     seen.add(id(root))
                     mutated.append((j, root.node))
         roots = list(handler.roots)
@@ -117,7 +124,7 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
             graph = cut(roots)
             executor.CACHE.remember(graph.spec)
             executor.executable_for(graph.spec)  # warm-up compile: nothing is executed
-            matcher = InputMatcher(graph, args, sources, mutates=bool(mut_slots))
+            matcher = InputMatcher(graph, args, start, sources, mutates=bool(mut_slots))
             h = graph.spec.hash
             if debug_enabled():
                 _print_debug(gm, name, graph)

@@ -56,17 +56,15 @@ class InputMatcher:
     __slots__ = ("plan", "tensor_positions", "arg_only", "lazy_positions", "views", "shared",
                  "distinct")
 
-    def __init__(self, graph, args, cpu_sources=None, mutates=False):
-        """cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from); mutates:
-        the program writes an argument, so arguments that were apart must stay apart."""
-        # Every tensor argument held device data when the trace began (the bridge syncs them
-        # first); an argument the graph wrote to holds it as `committed` now.
+    def __init__(self, graph, args, start, cpu_sources=None, mutates=False):
+        """start: each argument's root data node as the trace began (None for non-lazyxla ones);
+        cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from); mutates: the
+        program writes an argument, so arguments that were apart must stay apart."""
         by_node, cpu_args = {}, {}
         for j, a in enumerate(args):
             if isinstance(a, torch.Tensor):
                 if a.device.type == "lazyxla":
-                    root = buf.state_of(a).root
-                    by_node.setdefault(id(root.committed or root.node), j)
+                    by_node.setdefault(id(start[j]), j)
                 else:
                     cpu_args.setdefault(id(a), j)
         plan = []

@@ -19,8 +19,11 @@ SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED = range(8)
 class OutputHandler:
     __slots__ = ("recipe", "roots", "groups", "meta", "slots_only")
 
-    def __init__(self, outputs, args, arg_of_root):
-        """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index."""
+    def __init__(self, outputs, args, arg_of_root, input_data=frozenset()):
+        """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index;
+        input_data: ids of the arguments' data nodes as the trace began. An output holding one
+        of those (x.detach(), or y after x.copy_(y)) is the program's output of that parameter,
+        read afresh each call, never a constant."""
         recipe, roots, root_slot, seen = [], [], {}, {}
         sharing, groups, group_of = _shared_roots(outputs, args, arg_of_root), [], {}
 
@@ -51,10 +54,11 @@ class OutputHandler:
                     rn = st.root.node
                     if id(st.root) not in group_of:
                         group_of[id(st.root)] = len(groups)
-                        groups.append((CONST, rn) if rn.op is DATA else (SLOT, (slot(rn), rn.dtype)))
+                        const = rn.op is DATA and id(rn) not in input_data
+                        groups.append((CONST, rn) if const else (SLOT, (slot(rn), rn.dtype)))
                     chain = st.chain if type(st) is buf.View else None
                     recipe.append((SHARED, (group_of[id(st.root)], chain, tuple(o.shape), o.dtype)))
-                elif node.op is DATA:
+                elif node.op is DATA and id(node) not in input_data:
                     recipe.append((CONST, (node.data, o.dtype)))
                 else:
                     recipe.append((SLOT, (slot(node), tuple(o.shape), o.dtype)))

@@ -3,17 +3,17 @@
 Statically: a graph whose every call is an op with a lazyxla kernel needs no trial run (B6).
 Otherwise the FX graph is interpreted node by node on stand-ins of the inputs; a node that moved a
 fallback counter, or whose arguments or results are not all lazyxla tensors, is unsupported. The
-unsupported set is the predicate of PyTorch's CapabilityBasedPartitioner: runs of supported nodes
-become fused submodules, each compiled by its own Bridge; unsupported nodes run through the CPU
-fallback between them. The counters are saved before the trial run and restored after it."""
+runs of supported nodes between unsupported ones become fused submodules (PyTorch's
+fuse_by_partitions), each compiled by its own Bridge; unsupported nodes run through the CPU
+fallback between them, in their original order. The counters are saved before the trial run and
+restored after it."""
 from __future__ import annotations
 
 import operator
 
 import torch
 import torch.fx
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
-from torch.fx.passes.operator_support import OperatorSupportBase
+from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
 from lazyxla import metrics
 from lazyxla.device.dispatch import is_cpu_scalar
@@ -25,8 +25,13 @@ _ALWAYS_OK = {operator.getitem}
 
 
 def statically_supported(node: torch.fx.Node) -> bool:
-    if node.op != "call_function":
+    if node.op in ("placeholder", "get_attr", "output"):
         return True
+    if node.op != "call_function":
+        return False  # a method or module call: only the trial run can tell
+    val = node.meta.get("val")
+    if any(t.device.type != "lazyxla" for t in _tensors(val)):
+        return False  # a host copy (`.cpu()`) or CPU arithmetic: only the trial run can place it
     t = node.target
     if t in _ALWAYS_OK:
         return True
@@ -160,14 +165,6 @@ def trial_run(gm, args) -> _Collector:
         rng.set_state(rng_state)
 
 
-class _Support(OperatorSupportBase):
-    def __init__(self, unsupported):
-        self.unsupported = {n.name for n in unsupported}
-
-    def is_node_supported(self, submodules, node):
-        return node.op == "call_function" and node.name not in self.unsupported
-
-
 def describe(nodes) -> str:
     lines = []
     for n in nodes:
@@ -178,13 +175,25 @@ def describe(nodes) -> str:
 
 
 def partition(gm, unsupported, make_bridge):
-    """Fuse supported runs into submodules and replace each by a compiled Bridge."""
-    partitioner = CapabilityBasedPartitioner(gm, _Support(unsupported), allows_single_node_partition=True)
-    partitions = partitioner.propose_partitions()
-    fused = partitioner.fuse_partitions(partitions)
+    """Fuse each run of supported nodes into a submodule and replace it by a compiled Bridge. A run
+    is consecutive in graph order and never spans an unsupported node: a fused submodule runs where
+    its last node stood, so spanning one would move the run's reads and writes across it (an
+    in-place update and a later read of the same tensor would swap). PyTorch's
+    CapabilityBasedPartitioner follows data edges only, which do not show such orderings."""
+    bad = {n.name for n in unsupported}
+    runs, run = [], {}
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            continue  # reads of inputs and attributes: neither part of a run nor a break
+        if node.op in ("call_function", "call_method") and node.name not in bad:
+            run[node] = None
+        elif run:
+            runs.append(run)
+            run = {}
+    fused = fuse_by_partitions(gm, runs, prefix="fused_") if runs else gm
     n = 0
     for node in fused.graph.nodes:
-        if node.op == "call_module" and "fused" in node.name:
+        if node.op == "call_module" and node.name.startswith("fused_"):
             sub = getattr(fused, node.name)
             setattr(fused, node.name, _BridgeModule(make_bridge(sub, node.name)))
             n += 1

@@ -340,3 +340,105 @@ def test_debug_flag_prints_graph(monkeypatch, capsys):
 def test_backend_name_works_through_entry_point():
     from torch._dynamo.backends.registry import lookup_backend
     assert lookup_backend("lazyxla") is not None
+
+
+def _detach(x, y):
+    return x.detach(), y * 2
+
+
+def _copy_between_inputs(x, y):
+    x.copy_(y)
+    return y * 2
+
+
+def _setitem_from_input(x, y):
+    x[:] = y
+    return x + 0
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "aot_autograd"])
+@pytest.mark.parametrize("fn", [_detach, _copy_between_inputs, _setitem_from_input])
+def test_outputs_and_writes_that_are_another_inputs_data_follow_each_call(fn, grad):
+    """After x.copy_(y) (or x.detach()) a value is an input's device data as traced: it is still
+    a parameter of the program, read on every call, and the write to x is still a write."""
+    cf = torch.compile(fn, backend="lazyxla")
+    with torch.set_grad_enabled(grad):
+        for k in (1.0, 2.0, 3.0):
+            x, y = torch.zeros(3), torch.full((3,), k)
+            xd, yd = x.to(D), y.to(D)
+            want, got = fn(x, y), cf(xd, yd)
+            want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g.cpu(), w)
+            torch.testing.assert_close(xd.cpu(), x)
+
+
+def _update_read_then_cpu_op(a, g, s):
+    a.mul_(0.5).addcmul_(g, g, value=0.1)
+    r = a.sqrt()  # reads the updated a
+    s += 1        # a CPU op: the graph is partitioned around it
+    return r * s
+
+
+def test_partitions_keep_the_order_of_writes_and_reads(fresh_metrics):
+    cf = torch.compile(_update_read_then_cpu_op, backend="lazyxla")
+    with torch.no_grad():
+        for k in (1.0, 2.0):
+            a, g, s = torch.ones(2), torch.full((2,), 3.0), torch.tensor(k)
+            ad, sd = a.to(D), s.clone()
+            want, got = _update_read_then_cpu_op(a, g, s), cf(ad, g.to(D), sd)
+            torch.testing.assert_close(got.cpu(), want)
+            torch.testing.assert_close(ad.cpu(), a)
+            assert sd.item() == s.item()
+    assert metrics.events("partition")
+
+
+def test_compiled_training_step_with_a_for_loop_optimizer_matches_eager():
+    """Adam(foreach=False) updates exp_avg_sq in place and reads it back in the same graph."""
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(3, 2)
+    model = copy.deepcopy(ref).to(D)
+    opt_ref = torch.optim.Adam(ref.parameters(), lr=0.01, foreach=False)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, foreach=False)
+
+    def step(m, o, x):
+        m(x).sum().backward()
+        o.step()
+        o.zero_grad()
+    cstep = torch.compile(step, backend="lazyxla")
+    x = torch.randn(4, 3)
+    for _ in range(3):
+        step(ref, opt_ref, x)
+        cstep(model, opt, x.to(D))
+    for p, r in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), r.detach())
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "aot_autograd"])
+@pytest.mark.parametrize("fn, device", [
+    (lambda x: x * x[0].item(), "lazyxla"),  # graph break on a value read
+    (lambda x: (x * 2).tolist(), None),
+    (lambda x: (print(x * 2), x + 1)[1], "lazyxla"),
+    (lambda x: x[x > 0] * 2, "lazyxla"),  # data-dependent shape
+    (lambda x: (x * 2).cpu() + 1, "cpu"),  # a host copy inside the graph
+    (lambda x: ((x * 2).to("cpu") + 1).to(x.device), "lazyxla"),
+], ids=["item", "tolist", "print", "masked_select", "to_cpu", "cpu_round_trip"])
+def test_graph_breaks_and_host_copies_inside_a_compiled_function(fn, device, grad, capsys):
+    """After a graph break Dynamo must not trace lazyxla's own kernels (or JAX); a host copy in
+    the middle of a graph stays on the CPU and is redone on every call."""
+    cf = torch.compile(fn, backend="lazyxla")
+    with torch.set_grad_enabled(grad):
+        for k in (1.0, 2.0):
+            x = torch.tensor([1.0, -2.0, 3.0]) * k
+            want, got = fn(x), cf(x.to(D))
+            if device is None:
+                assert got == want
+            else:
+                assert got.device.type == device
+                torch.testing.assert_close(got.cpu(), want)
+
+
+def test_a_cpu_scalar_that_requires_grad_is_refused_with_the_remedy():
+    cf = torch.compile(lambda x, s: (x * s).sum(), backend="lazyxla")
+    with pytest.raises(Exception, match="0-dim CPU tensor that requires grad"):
+        cf(torch.ones(3).to(D), torch.tensor(2.0, requires_grad=True))
