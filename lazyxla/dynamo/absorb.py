@@ -10,9 +10,9 @@ tensor on every call) and the chain is recorded with the device ops around it.
 
 A node joins the chain only if it is arithmetic on 0-dim CPU tensors alone, its results reach only
 chain nodes and lowered ops (never the graph's output or a CPU op), it writes no tensor from
-outside the chain (the step += 1 stays on the CPU), and no CPU op after it writes what it reads
-(the partition it joins runs where its last node stood). The rewritten graph is tried again; if
-anything in it fails to lower, the original split stands."""
+outside the chain (the step += 1 stays on the CPU). Partitions keep the graph's order, so a chain
+node reads its CPU inputs before any CPU op that follows it writes them. The rewritten graph is
+tried again; if anything in it fails to lower, the original split stands."""
 from __future__ import annotations
 
 import torch
@@ -41,34 +41,29 @@ def absorb_scalar_chains(gm, args, trial):
 
 
 def _closed_chain(gm, trial) -> set:
-    order = {n: i for i, n in enumerate(gm.graph.nodes)}
     unsupported = set(trial.unsupported)
     chain = set(trial.scalar_arithmetic)
     storages = {n: {t.untyped_storage().data_ptr() for t in ts} for n, ts in trial.cpu_values.items()}
     changed = True
     while changed:  # removing a node can break the conditions of the nodes around it
         outside = set().union(*[s for n, s in storages.items() if n not in chain])
-        keep = {n for n in chain if _joins(n, chain, unsupported, trial, order, storages, outside)}
+        keep = {n for n in chain if _joins(n, chain, unsupported, trial, outside)}
         changed, chain = keep != chain, keep
     return chain
 
 
-def _joins(n, chain, unsupported, trial, order, storages, outside) -> bool:
+def _joins(n, chain, unsupported, trial, outside) -> bool:
     outer = [a for a in n.all_input_nodes if a not in chain]
     if any(trial.cpu_values.get(a) and a not in trial.cpu_tensor_nodes for a in outer):
         return False  # an input holding several CPU tensors has no single device copy
     users = list(n.users)
-    if any(u not in chain and (u in unsupported or u.op != "call_function") for u in users):
+    if any(u not in chain and (u in unsupported or u.op not in ("call_function", "call_method"))
+           for u in users):
         return False  # a result would reach a CPU op or the graph's output as a device tensor
     written = trial.written.get(n, set())
     if written & outside:
         return False  # it updates state the CPU keeps (the step count itself)
-    if not users and not written:
-        return False  # feeds nothing: moving it would only add work to the program
-    later_cpu_writes = set().union(*[trial.written.get(r, set()) for r in unsupported
-                                     if r not in chain and order[r] > order[n]])
-    reads = set().union(*[storages.get(a, set()) for a in outer])
-    return not (reads & later_cpu_writes)
+    return bool(users or written)  # a node that feeds nothing would only add work
 
 
 def _rewrite(gm, chain, cpu_tensor_nodes):

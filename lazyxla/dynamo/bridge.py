@@ -203,7 +203,7 @@ class Bridge:
                 raise
             if not self.by_structure:  # key the programs traced so far by their structure too
                 self.by_structure = True
-                self.programs = {k + (e.structure,): e for k, e in self.programs.items()}
+                self.programs = {k + (x.structure,): x for k, x in self.programs.items()}
             key = self._key(call_args)
             if key not in self.programs:
                 self._retrace(key, call_args, cause=f"tensor argument structure changed: {e}")

@@ -81,18 +81,11 @@ class InputMatcher:
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
                 plan.append((CONST, p.data))
         self.plan = plan
-        first, views, shared, lazy = {}, {}, [], []
-        for j, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
-                lazy.append(j)
-                st = buf.state_of(a)
-                if type(st) is not _Buffer:
-                    views[j] = view_signature(st)
-                j0 = first.setdefault(id(st.root), j)
-                if j0 != j:
-                    shared.append((j, j0))
-        self.views, self.shared, self.distinct = views, tuple(shared), mutates
-        self.lazy_positions = tuple(lazy)
+        traced = structure(args)
+        self.lazy_positions = tuple(j for j, _, _ in traced)
+        self.views = {j: sig for j, sig, _ in traced if sig}
+        self.shared = tuple((j, j0) for j, _, j0 in traced if j0 != j)
+        self.distinct = mutates
         self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
         # The common case, every parameter a call argument: feed straight from those positions.
         self.arg_only = tuple(j for _, j in plan) if all(k == ARG for k, _ in plan) else None

@@ -1,11 +1,11 @@
 """Output handlers: put back what XLA does not return, exactly as eager returns it.
 
-Each FX output is one of: computed by the program (an output slot), an input returned (the same
-tensor object, holding its updated value if the graph wrote it), a view of an input (a new view
-of that input's buffer, so it aliases the input as in eager), one of several outputs that share a
-computed buffer (`y, y.t()`: views of one new buffer per call, as eager's), a duplicate of an earlier output (the
-same tensor object), None, an integer (SymInt outputs are fixed per non-tensor-argument key), or
-device data captured by the trace."""
+Each FX output is one of: computed by the program (an output slot); an input returned (the same
+tensor object, holding its updated value if the graph wrote it); a view of an input (a new view
+of that input's buffer, so it aliases the input as in eager); one of several outputs that share a
+computed buffer (`y, y.t()`: views of one new buffer per call, as eager's); a duplicate of an
+earlier output (the same tensor object); None; an integer (SymInt outputs are fixed per
+non-tensor-argument key); or device data captured by the trace."""
 from __future__ import annotations
 
 import torch
