@@ -52,7 +52,8 @@ def infer_keyed(op, key, args, kwargs):
         key, hit = None, None
     if hit is not None:
         return hit
-    out = _masked(op, args, kwargs, _spec(op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})))
+    out = _spec(op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()}))
+    out = _masked(op, args, kwargs, out)
     if key is None:
         return out, None
     # (a spec may be None: in-place _foreach ops return nothing)
