@@ -61,8 +61,9 @@ def wait() -> None:
 
 def enable_view_replay() -> None:
     """Make autograd rebuild views by replaying their ops in the calling thread. lazyxla turns this
-    on in the thread that imports it; call it first in any other thread that runs forward passes
-    with in-place ops on views of lazyxla tensors (PyTorch's flag is per thread)."""
+    on in the thread that imports it. Without it gradients are still right (autograd uses
+    as_strided, which lowers to a gather); with it, another thread that runs forward passes with
+    in-place ops on views gets the cheaper programs (PyTorch's flag is per thread)."""
     _torch._C._set_view_replay_enabled(True)
 
 

@@ -88,10 +88,9 @@ def register() -> None:
 def _replay_views() -> None:
     """After an in-place op on a view, autograd rebuilds the view over the updated base, by default
     with as_strided(view.size(), view.stride(), view.storage_offset()). lazyxla's views report
-    contiguous strides and offset 0 (as torch_xla's do), so that picks the wrong elements and
-    gives wrong gradients (x[1:].mul_(2), then backward). With view replay autograd re-applies the
-    view ops instead. Thread-local: it holds for the importing thread (lazyxla.enable_view_replay()
-    sets it in another thread that records autograd views)."""
+    eager's strides, so that is right, but as_strided lowers to a gather over the whole base. With
+    view replay autograd re-applies the view ops instead (slices, transposes). Thread-local: it
+    holds for the importing thread (lazyxla.enable_view_replay() sets it in another thread)."""
     torch._C._set_view_replay_enabled(True)
 
 

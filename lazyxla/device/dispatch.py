@@ -293,6 +293,13 @@ def record_view(op, low: Lowering, self, args, kwargs):
     st = getattr(self.untyped_storage(), "_lazyxla", None)
     if st is None:
         raise device_mismatch(self)
+    chain = st.chain if type(st) is View else ()
+    if op is _AS_STRIDED and chain and self.dtype == st.root.node.dtype:
+        # as_strided addresses the storage, not the view: apply it to the root's value (a root's
+        # storage is its row-major value), at the view's own offset unless one is given
+        size, stride, *off = list(args) + ([kwargs["storage_offset"]] if "storage_offset" in kwargs else [])
+        args = (size, stride, self.storage_offset() if not off or off[0] is None else off[0])
+        kwargs, chain, self = {}, (), _root_meta(st.root)
     r = _Recorder()
     rest = tuple([r.value(a, False) for a in args])
     kw = tuple([(k, r.value(v, False)) for k, v in kwargs.items()]) if kwargs else ()
@@ -300,6 +307,16 @@ def record_view(op, low: Lowering, self, args, kwargs):
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
     key = (op, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
     (shape, dtype), kid = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
-    chain = st.chain if type(st) is View else ()
+    layout = meta.view_layout(op, key, self, args, kwargs)
     entry = (low, ((_S0,) + rest, kw), ((_S0, _S1) + rest, kw), shape, dtype, kid)
-    return new_tensor(View(st.root, chain + (entry,)), shape, dtype)
+    view = View(st.root, chain + (entry,))
+    if layout is None:
+        return new_tensor(view, shape, dtype)
+    return buf.new_strided_tensor(view, shape, dtype, *layout)
+
+
+_AS_STRIDED = torch.ops.aten.as_strided.default
+
+
+def _root_meta(root: Buffer) -> torch.Tensor:
+    return torch.empty(root.node.shape, dtype=root.node.dtype, device="meta")

@@ -61,6 +61,51 @@ def infer_keyed(op, key, args, kwargs):
     return hit
 
 
+_LAYOUTS: dict = {}
+
+
+def view_layout(op, key, src, args, kwargs):
+    """The strides and storage offset eager PyTorch gives the view `op(src, *args)`, from src's:
+    None when they are contiguous strides at offset 0, else (stride, offset, storage elements the
+    view spans). Raises eager's error for a view its strides do not allow (`x.t().view(-1)`).
+    Cached per (signature, src's strides and offset)."""
+    lkey = (key, src.stride(), src.storage_offset())
+    try:
+        hit = _LAYOUTS.get(lkey, False) if key is not None else False
+    except TypeError:
+        lkey, hit = None, False
+    if hit is not False:
+        return hit
+    m = strided_meta(src.shape, src.stride(), src.storage_offset(), src.dtype)
+    out = op(m, *_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+    stride, offset = tuple(out.stride()), out.storage_offset()
+    plain = offset == 0 and stride == _contiguous_strides(out.shape)
+    hit = None if plain else (stride, offset, span(out.shape, stride, offset))
+    if key is not None and lkey is not None:
+        _LAYOUTS[lkey] = hit
+    return hit
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides, n = [], 1
+    for d in reversed(shape):
+        strides.append(n)
+        n *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def span(shape, stride, offset) -> int:
+    """Storage elements a strided tensor reaches: offset + its largest element index + 1."""
+    if any(n == 0 for n in shape):
+        return offset
+    return offset + sum((n - 1) * abs(s) for n, s in zip(shape, stride)) + 1
+
+
+def strided_meta(shape, stride, offset, dtype) -> torch.Tensor:
+    return torch.empty((span(shape, stride, offset),), dtype=dtype, device="meta").as_strided(
+        shape, stride, offset)
+
+
 def _masked(op, args, kwargs, spec):
     """Backward ops return no tensor where `output_mask` is False (eager returns None there), but
     some meta kernels (native_batch_norm_backward) report one anyway."""

@@ -85,14 +85,20 @@ def _setitem(x):
     lambda x: (x.view(2, 2).diagonal().zero_(), x)[1],
     lambda x: (x.view(2, 2).t()[0].exp_(), x)[1],
 ], ids=["slice_mul_", "setitem", "diagonal_zero_", "transpose_select_exp_"])
-def test_gradients_through_in_place_ops_on_views(inplace_on_view):
-    """Autograd rebuilds a view after an in-place op on it; lazyxla's views report contiguous
-    strides, so it must replay the view ops rather than as_strided them."""
+@pytest.mark.parametrize("replay", [True, False], ids=["view_replay", "as_strided"])
+def test_gradients_through_in_place_ops_on_views(inplace_on_view, replay):
+    """Autograd rebuilds a view after an in-place op on it: by replaying the view ops (lazyxla's
+    default) or, without view replay (another thread), with as_strided of the view's strides and
+    offset, which lazyxla's views report as eager does."""
     grads = []
-    for dev in ("cpu", D):
-        a = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
-        inplace_on_view(a.to(dev) * 1).sum().backward()
-        grads.append(a.grad)
+    try:
+        torch._C._set_view_replay_enabled(replay)
+        for dev in ("cpu", D):
+            a = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+            inplace_on_view(a.to(dev) * 1).sum().backward()
+            grads.append(a.grad)
+    finally:
+        torch._C._set_view_replay_enabled(True)
     torch.testing.assert_close(grads[1], grads[0])
 
 

@@ -1,4 +1,5 @@
 """Views alias their base: a write through any view is seen by the base and every other view."""
+import pytest
 import torch
 
 import lazyxla
@@ -123,3 +124,76 @@ def test_set_makes_two_tensors_share_one_storage():
         a[1] = -7
         return a, b
     both(f)
+
+
+_VIEWS = {
+    "t": lambda x: x.t(),
+    "transpose": lambda x: x.view(2, 2, 6).transpose(0, 2),
+    "permute": lambda x: x.view(2, 2, 6).permute(2, 0, 1),
+    "slice_step": lambda x: x[1:, ::2],
+    "select_column": lambda x: x[:, 3],
+    "diagonal": lambda x: x.diagonal(1),
+    "expand": lambda x: x[1:2].expand(3, 6),
+    "unfold": lambda x: x[1].unfold(0, 2, 2),
+    "narrow": lambda x: x.narrow(1, 2, 3),
+    "view_as_real": lambda x: torch.view_as_real(x.to(torch.complex64))[1:],
+    "view_of_slice": lambda x: x[2:].view(12),
+}
+
+
+@pytest.mark.parametrize("make", _VIEWS.values(), ids=_VIEWS.keys())
+def test_views_report_eager_strides_and_storage_offset(make):
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    cpu, dev = make(base), make(base.to(lazyxla.device()))
+    assert dev.shape == cpu.shape
+    assert (dev.stride(), dev.storage_offset(), dev.is_contiguous()) == \
+        (cpu.stride(), cpu.storage_offset(), cpu.is_contiguous())
+    torch.testing.assert_close(dev.cpu(), cpu)
+
+
+@pytest.mark.parametrize("op", [
+    lambda v: v.contiguous(), lambda v: v.reshape(-1), lambda v: v.flatten(), lambda v: v.reshape(3, 8),
+], ids=["contiguous", "reshape", "flatten", "reshape_2d"])
+def test_contiguous_and_reshape_of_a_transposed_view_copy_as_eager(op):
+    """A write into the copy must not reach the base (`k.transpose(1, 2).contiguous().mul_(s)`)."""
+    def f(x):
+        y = op(x.t())
+        y.mul_(-1)
+        return x, y
+    both(f)
+
+
+@pytest.mark.parametrize("op", [lambda v: v.contiguous(), lambda v: v.reshape(-1), lambda v: v.flatten()],
+                         ids=["contiguous", "reshape", "flatten"])
+def test_contiguous_and_reshape_of_a_contiguous_view_alias_as_eager(op):
+    def f(x):
+        y = op(x[1:3])
+        y.mul_(-1)
+        return x, y
+    both(f)
+
+
+def test_view_that_eager_strides_do_not_allow_raises_eager_error():
+    x = torch.zeros(2, 3, device=lazyxla.device())
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.t().view(-1)
+
+
+@pytest.mark.parametrize("args", [((2, 2), (3, 1)), ((2, 2), (3, 1), 1), ((3,), (2,), 0)],
+                         ids=["view_offset", "explicit_offset", "storage_start"])
+def test_as_strided_of_a_view_addresses_the_storage(args):
+    def f(x):
+        y = x[1:].t().as_strided(*args)
+        y.add_(100)
+        return x, y
+    both(f)
+
+
+def test_gradient_through_as_strided_of_a_view():
+    grads = []
+    for dev in ("cpu", lazyxla.device()):
+        a = torch.arange(12.0, requires_grad=True)
+        w = torch.arange(4.0).reshape(2, 2).to(dev)
+        ((a.to(dev) * 1)[2:].as_strided((2, 2), (3, 1)) * w).sum().backward()
+        grads.append(a.grad)
+    torch.testing.assert_close(grads[1], grads[0])
