@@ -52,13 +52,54 @@ def infer_keyed(op, key, args, kwargs):
         key, hit = None, None
     if hit is not None:
         return hit
-    out = _spec(op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()}))
+    try:
+        out = _spec(op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()}))
+    except Exception:
+        _check_empty_inputs(op, args, kwargs)  # eager's error where it has its own
+        raise
+    _check_empty_inputs(op, args, kwargs)
     out = _masked(op, args, kwargs, out)
     if key is None:
         return out, None
     # (a spec may be None: in-place _foreach ops return nothing)
     hit = _CACHE[key] = (out, next(_IDS))
     return hit
+
+
+_SMALL = 4096
+
+
+def _check_empty_inputs(op, args, kwargs) -> None:
+    """An op on an empty tensor can fail where its meta kernel passes: a max over no elements has
+    no identity. XLA would fail at sync, far from the call; instead, once per signature with an
+    empty tensor argument (and only small others), run the op on zero CPU tensors of the same
+    shapes and raise eager's error at the call."""
+    tensors = [a for a in _flat(args, kwargs) if isinstance(a, torch.Tensor)]
+    if not any(t.numel() == 0 for t in tensors) or any(t.numel() > _SMALL for t in tensors):
+        return
+    try:
+        op(*_to_cpu(args), **{k: _to_cpu(v) for k, v in kwargs.items()})
+    except (RuntimeError, IndexError, ValueError) as e:
+        if "not implemented for" not in str(e):  # a CPU kernel gap, not an error of the call
+            raise
+
+
+def _flat(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            yield from a
+        else:
+            yield a
+
+
+def _to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return torch.zeros(x.shape, dtype=x.dtype)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_cpu(v) for v in x)
+    if isinstance(x, torch.device) and x.type == "lazyxla":
+        return torch.device("cpu")
+    return x
 
 
 _LAYOUTS: dict = {}

@@ -498,13 +498,22 @@ def _median_last(x, ignore_nan):
     return val, ind
 
 
+def _empty_median(x):
+    # eager fills NaN (cast to an integer dtype on x86: its minimum)
+    return jnp.array(jnp.nan if _is_float(x) else jnp.iinfo(x.dtype).min, x.dtype)
+
+
 @register(aten.median.default, meta=True)
 def median(x, _meta=None):
+    if x.size == 0:
+        return _empty_median(x)
     return _median_last(x.reshape(-1), False)[0].reshape(_out(_meta)[0])
 
 
 @register(aten.nanmedian.default, meta=True)
 def nanmedian(x, _meta=None):
+    if x.size == 0:
+        return _empty_median(x)
     return _median_last(x.reshape(-1), True)[0].reshape(_out(_meta)[0])
 
 

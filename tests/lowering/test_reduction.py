@@ -1,9 +1,11 @@
 """Reductions, scans, softmax, sorting and selection against eager CPU PyTorch."""
 import math
+import re
 
 import pytest
 import torch
 
+import lazyxla
 from lazyxla.testing import check, check_grad
 
 from _grad import grad_check  # shared by the reduction and linalg tests (tests/lowering/_grad.py)
@@ -328,3 +330,27 @@ def test_logcumsumexp_grad_large_values():
     x[1] = 1.0
     w = torch.tensor([1.0, -2.0, 0.5])
     check_grad(lambda t, w: torch.logcumsumexp(t, 0) * w, x, w)
+
+
+_EMPTY_REDUCTIONS = {
+    "max": lambda x: x.max(), "min": lambda x: x.min(), "amax": lambda x: x.amax(),
+    "argmax": lambda x: x.argmax(), "max_dim": lambda x: x.max(0), "aminmax": lambda x: torch.aminmax(x),
+    "kthvalue": lambda x: x.kthvalue(1, 0), "argmin_dim": lambda x: x.argmin(0),
+}
+
+
+@pytest.mark.parametrize("fn", _EMPTY_REDUCTIONS.values(), ids=_EMPTY_REDUCTIONS.keys())
+def test_reduction_with_no_identity_over_empty_input_raises_eager_error_at_the_call(fn):
+    """Eager raises at the call; XLA would only fail at sync, far from it."""
+    with pytest.raises(Exception) as cpu:
+        fn(torch.zeros(0, 3))
+    with pytest.raises(type(cpu.value), match=re.escape(str(cpu.value).splitlines()[0])):
+        fn(torch.zeros(0, 3, device=lazyxla.device()))
+
+
+def test_reductions_over_empty_input_that_eager_allows_record():
+    x = torch.zeros(0, 3)
+    for fn in (lambda t: t.sum(), lambda t: t.max(1).values, lambda t: t.prod(0), lambda t: t.amax(1),
+               lambda t: t.median(), lambda t: t.nanmedian(), lambda t: t.long().median(),
+               lambda t: t.kthvalue(1).values):
+        torch.testing.assert_close(fn(x.to(lazyxla.device())).cpu(), fn(x), equal_nan=True)
