@@ -40,7 +40,12 @@ def _apply(entry, env_in):
         kwargs["_meta"] = list(dtype) if shape is None else [(shape, dtype)]
     if low.random:
         kwargs["_key"] = jax.random.PRNGKey(kwargs["_key"])
-    out = low.fn(*args, **kwargs)
+    try:
+        out = low.fn(*args, **kwargs)
+    except Exception as e:  # errors at sync are far from the call: say which op failed
+        what = "several outputs" if shape is None else f"output {tuple(shape)} {dtype}"
+        e.add_note(f"lazyxla: in the lowering of {low.name} ({what})")
+        raise
     if shape is None:  # multi-output: dtype holds ((shape, dtype), ...)
         return tuple(None if sd is None else _cast(o, sd[0], sd[1], low) for o, sd in zip(out, dtype))
     return _cast(out, shape, dtype, low)

@@ -163,7 +163,32 @@ def sync_all() -> None:
     metrics.counter_inc("MarkStep")
     for fn in _sync_listeners:
         fn()
-    sync_buffers(list(buf.PENDING))
+    pending = list(buf.PENDING)
+    try:
+        sync_buffers(pending)
+    except Exception:
+        errors: list = []
+        _sync_isolating(pending, errors)
+        if errors:
+            raise errors[0]
+
+
+def _sync_isolating(buffers, errors) -> None:
+    """A program failed to build or run. So that one failing computation loses no other result
+    (and fails no later sync), sync halves of the buffers until each failing buffer is alone: the
+    rest become data; a failing buffer leaves the pending set, and reading it raises its error
+    again. A few extra compiles, on the error path only."""
+    try:
+        sync_buffers(buffers)
+    except Exception as e:
+        if len(buffers) == 1:
+            buf.PENDING.discard(buffers[0])
+            metrics.counter_inc("FailedSyncBuffer")
+            errors.append(e)
+            return
+        half = len(buffers) // 2
+        _sync_isolating(buffers[:half], errors)
+        _sync_isolating(buffers[half:], errors)
 
 
 def wait() -> None:

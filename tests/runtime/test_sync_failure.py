@@ -1,0 +1,33 @@
+"""A computation that fails at sync loses no other result and fails no later sync."""
+import pytest
+import torch
+
+import lazyxla
+from lazyxla.lowering.registry import LOWERINGS
+
+D = lazyxla.device()
+
+
+@pytest.fixture
+def failing_sin(monkeypatch):
+    low = LOWERINGS[torch.ops.aten.sin.default]
+
+    def boom(*args, **kwargs):
+        raise ValueError("boom")
+    monkeypatch.setattr(low, "fn", boom)
+    return low
+
+
+def test_failing_buffer_is_isolated_and_raises_when_read(failing_sin):
+    good = torch.ones(7, 5, device=D) * 3       # shapes no other test compiles: a fresh program
+    other = torch.ones(7, 5, device=D) + 4
+    bad = torch.ones(7, 5, device=D).sin()
+    with pytest.raises(ValueError, match="boom") as err:
+        lazyxla.sync()
+    assert any("lowering of aten.sin.default (output (7, 5) torch.float32)" in n for n in getattr(err.value, "__notes__", []))
+    assert lazyxla.metrics.counter_value("FailedSyncBuffer") >= 1
+    torch.testing.assert_close(good.cpu(), torch.full((7, 5), 3.0))
+    torch.testing.assert_close(other.cpu(), torch.full((7, 5), 5.0))
+    lazyxla.sync()  # the failing buffer left the pending set
+    with pytest.raises(ValueError, match="boom"):
+        bad.cpu()
