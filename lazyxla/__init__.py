@@ -67,6 +67,18 @@ def enable_view_replay() -> None:
     _torch._C._set_view_replay_enabled(True)
 
 
+def set_index_checks(on: bool = True) -> None:
+    """Index tensors out of range (gather, index_select, x[idx], index_put, scatter, take,
+    embedding, nll_loss targets): eager raises IndexError/RuntimeError at the call, but an XLA
+    program cannot raise, so by default lazyxla clamps such reads and drops such writes. With
+    checks on (or LAZYXLA_CHECK_INDICES=1) every program reports out-of-range indices and the
+    sync, read or compiled call that runs it raises IndexError naming the op. Each run then waits
+    for its program (no asynchronous execution): a debugging mode. Recompiles every program."""
+    from .lowering import registry
+    registry.set_index_checks_enabled(on)
+    _executor.reset_programs()
+
+
 def initialize_cache(path: str, readonly: bool = False) -> None:
     """Persist compiled programs under `path`: a later process running the same program does no
     XLA compile. Also set by env LAZYXLA_PERSISTENT_CACHE_PATH."""

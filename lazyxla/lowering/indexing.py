@@ -3,7 +3,9 @@
 Out-of-range indices: PyTorch raises on the CPU, but an XLA program cannot raise. Negative indices
 are wrapped once (i + n, as PyTorch does for every op that accepts them); indices still out of
 range are clamped for reads (gather-like ops) and dropped for writes (scatter-like ops). In-range
-programs therefore match PyTorch exactly; out-of-range ones give a defined value instead of an error.
+programs therefore match PyTorch exactly; out-of-range ones give a defined value instead of an error,
+unless index checks are on (lazyxla.set_index_checks): then the program reports them and the
+executor raises IndexError.
 
 Data-dependent shapes (boolean-mask reads `x[mask]`, nonzero, masked_select) are not lowered: their
 meta kernels cannot give a shape, so they run through the CPU fallback. Boolean masks in index_put
@@ -15,16 +17,18 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .registry import aten, register
+from .registry import aten, check_index, register
 
 
 def _norm(d, n):
     return d + n if d < 0 else d
 
 
-def _wrap(i, n):
-    """Negative indices count from the end, as in PyTorch."""
+def _wrap(i, n, negative=True):
+    """Negative indices count from the end, as in PyTorch (for ops where eager rejects them,
+    `negative=False`, they are out of range for the index checks but wrapped all the same)."""
     i = jnp.asarray(i)
+    check_index(i, n, negative)
     if jnp.issubdtype(i.dtype, jnp.unsignedinteger):
         return i
     return jnp.where(i < 0, i + n, i)
@@ -116,7 +120,7 @@ def index_select(x, dim, index, _meta=None):
     if x.ndim == 0:  # PyTorch gives a 0-d result for a one-element index of a 0-d input
         return jnp.broadcast_to(x, tuple(shape))
     dim = _norm(dim, x.ndim)
-    return jnp.take(x, _wrap(index.reshape(-1), x.shape[dim]), axis=dim, mode="clip").reshape(shape)
+    return jnp.take(x, _wrap(index.reshape(-1), x.shape[dim], False), axis=dim, mode="clip").reshape(shape)
 
 
 def _coords(index, dim, n):
@@ -124,7 +128,7 @@ def _coords(index, dim, n):
     out = []
     for d in range(index.ndim):
         if d == dim:
-            out.append(_wrap(index, n))
+            out.append(_wrap(index, n, False))
         else:
             out.append(jnp.broadcast_to(
                 jnp.arange(index.shape[d]).reshape([-1 if k == d else 1 for k in range(index.ndim)]),
@@ -207,9 +211,10 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
     return _scatter(base, dim, index, src, _REDUCE[reduce])
 
 
-def _along(x, dim, index):
+def _along(x, dim, index, negative=False):
     dim = _norm(dim, max(x.ndim, 1))
-    return (slice(None),) * dim + (_wrap(index.reshape(-1), x.shape[dim] if x.ndim else 1),), dim
+    i = _wrap(index.reshape(-1), x.shape[dim] if x.ndim else 1, negative)
+    return (slice(None),) * dim + (i,), dim
 
 
 @register(aten.index_add.default)
@@ -237,7 +242,7 @@ def index_fill(x, dim, index, value):
     value = jnp.asarray(value).reshape(()).astype(x.dtype)
     if x.ndim == 0:
         return jnp.where(index.size > 0, value, x)
-    idx, _ = _along(x, dim, index)
+    idx, _ = _along(x, dim, index, negative=True)
     return x.at[idx].set(value, mode="drop")
 
 
@@ -272,7 +277,7 @@ def index_reduce(x, dim, index, source, reduce, include_self=True):
     dim = _norm(dim, x.ndim)
     xs = jnp.moveaxis(x, dim, 0)
     src = jnp.moveaxis(source.reshape(source.shape if source.ndim == x.ndim else x.shape[:dim] + (-1,) + x.shape[dim + 1:]), dim, 0).astype(x.dtype)
-    idx = _wrap(index.reshape(-1), x.shape[dim])
+    idx = _wrap(index.reshape(-1), x.shape[dim], False)
     hit = jnp.zeros((xs.shape[0],), jnp.int32).at[idx].add(1, mode="drop")
     hit_b = hit.reshape((-1,) + (1,) * (xs.ndim - 1))
     base = xs if include_self else jnp.where(hit_b > 0, _identity(reduce, x.dtype), xs)

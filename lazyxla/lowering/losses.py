@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .registry import aten, register
+from .registry import aten, check_index, register
 
 
 def _reduce(x, reduction):
@@ -33,6 +33,7 @@ def _nll_parts(x, target, weight, ignore_index, class_axis):
     c = x.shape[class_axis]
     valid = target != ignore_index
     t = jnp.where(valid, target, 0).astype(jnp.int64)
+    check_index(t, c, negative=False)
     picked = jnp.take_along_axis(x, jnp.expand_dims(t, class_axis), axis=class_axis)
     picked = jnp.squeeze(picked, class_axis)
     w = jnp.ones((c,), x.dtype) if weight is None else weight.astype(x.dtype)

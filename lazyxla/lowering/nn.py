@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .registry import aten, register
+from .registry import aten, check_index, register
 
 HIGHEST = lax.Precision.HIGHEST
 
@@ -495,6 +495,7 @@ def native_group_norm_backward(g, x, mean, rstd, w, n, c, hxw, group, output_mas
 
 @register(aten.embedding.default)
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    check_index(indices, weight.shape[0], negative=False)
     return jnp.take(weight, indices, axis=0, mode="clip")
 
 

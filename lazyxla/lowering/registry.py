@@ -18,6 +18,7 @@ from the view function by index arithmetic, which is correct for every view.
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +28,27 @@ aten = torch.ops.aten
 
 LOWERINGS: dict = {}  # OpOverload -> Lowering (functional ops)
 VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
+
+# Index checks (lazyxla.set_index_checks). An XLA program cannot raise: out-of-range indices are
+# clamped (reads) or dropped (writes). With checks on, the program being traced collects here one
+# "some index is out of range" flag per index tensor, returns them, and the executor raises.
+INDEX_CHECKS: list | None = None
+_CHECKING = [os.environ.get("LAZYXLA_CHECK_INDICES", "0") not in ("", "0")]
+
+
+def index_checks_enabled() -> bool:
+    return _CHECKING[0]
+
+
+def set_index_checks_enabled(on: bool) -> None:
+    _CHECKING[0] = bool(on)
+
+
+def check_index(i, n, negative=True) -> None:
+    """Flag index values outside [-n, n) ([0, n) where PyTorch takes no negative index) while a
+    checked program is traced (else nothing)."""
+    if INDEX_CHECKS is not None:
+        INDEX_CHECKS.append(jnp.any((i >= n) | (i < (-n if negative else 0))))
 
 
 class Lowering:

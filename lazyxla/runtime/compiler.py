@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from lazyxla import metrics
 from lazyxla.jaxenv import np_dtype, x64
 from lazyxla.ir.node import Slot
+from lazyxla.lowering import registry
 from lazyxla.lowering.registry import weak_scalar
 
 
@@ -55,11 +57,12 @@ class Program:
     """A compiled program and how to feed it. Runtime scalars travel packed, one vector per dtype:
     each scalar passed on its own costs the call ~2 us (a host-to-device transfer each), and an
     optimizer step has dozens. `feed(values)` turns values in parameter order (device arrays, and
-    Python or numpy scalars) into the executable's arguments; None when there is nothing to pack."""
-    __slots__ = ("compiled", "feed")
+    Python or numpy scalars) into the executable's arguments; None when there is nothing to pack.
+    `checks`: the op name of each index-check flag in the program's last output (none: no flags)."""
+    __slots__ = ("compiled", "feed", "checks")
 
-    def __init__(self, compiled, feed):
-        self.compiled, self.feed = compiled, feed
+    def __init__(self, compiled, feed, checks=()):
+        self.compiled, self.feed, self.checks = compiled, feed, checks
 
 
 def _layout(spec):
@@ -85,9 +88,10 @@ def _feeder(arrays, groups):
     return feed
 
 
-def build_function(spec):
+def build_function(spec, checks: list | None = None):
     """The program as a Python function of its array parameters followed by one packed vector per
-    scalar dtype (traced once by jax.jit)."""
+    scalar dtype (traced once by jax.jit). With `checks` (a list), the lowerings' index checks
+    become one more output, a vector of flags; tracing fills `checks` with each flag's op name."""
     entries, n_params, outputs = spec.entries, spec.n_params, spec.outputs
     arrays, groups = _layout(spec)
 
@@ -98,10 +102,18 @@ def build_function(spec):
         for (_, ix), vec in zip(groups, params[len(arrays):]):
             for k, i in enumerate(ix):
                 values[i] = weak_scalar(vec[k])
-        for e in entries[n_params:]:
-            env = [values[j] for j in e[1]]
-            values.append(_apply(e, env))
-        return tuple(values[j] for j in outputs)
+        flags = registry.INDEX_CHECKS = [] if checks is not None else None
+        try:
+            for e in entries[n_params:]:
+                env = [values[j] for j in e[1]]
+                n = len(flags) if flags is not None else 0
+                values.append(_apply(e, env))
+                if flags is not None:
+                    checks.extend([e[0].name] * (len(flags) - n))
+        finally:
+            registry.INDEX_CHECKS = None
+        out = tuple(values[j] for j in outputs)
+        return out + (jnp.stack(flags),) if flags else out
 
     return program
 
@@ -115,7 +127,8 @@ def param_avals(spec):
 
 def compile_spec(spec) -> Program:
     """Lower and compile; counts CompileTime."""
+    checks = [] if registry.index_checks_enabled() else None
     with metrics.timed("CompileTime"), x64(True):
-        fn = build_function(spec)
+        fn = build_function(spec, checks)
         compiled = jax.jit(fn).lower(*param_avals(spec)).compile()
-    return Program(compiled, _feeder(*_layout(spec)))
+    return Program(compiled, _feeder(*_layout(spec)), tuple(checks or ()))

@@ -83,11 +83,30 @@ def execute(program, inputs):
     feed = program.feed
     with x64(True):
         outs = program.compiled(*(inputs if feed is None else feed(inputs)))
+    if program.checks:
+        outs, flags = outs[:-1], outs[-1]
+        _raise_out_of_range(program.checks, flags)
     metrics.metric_add("ExecuteTime", _now() - t0)
     _inflight.extend([_weakref(a) for a in outs])
     if len(_inflight) > _INFLIGHT_PRUNE:
         _inflight[:] = [r for r in _inflight if (a := r()) is not None and not a.is_ready()]
     return outs
+
+
+def _raise_out_of_range(names, flags) -> None:
+    """Index checks: waits for the program (a host read of its flags) and raises like eager."""
+    bad = [n for n, f in zip(names, np.asarray(flags)) if f]
+    if bad:
+        metrics.counter_inc("IndexOutOfRange")
+        raise IndexError(f"index out of range in {', '.join(dict.fromkeys(bad))} (lazyxla index "
+                         "checks: the program ran; no result of it was kept)")
+
+
+def reset_programs() -> None:
+    """Drop every compiled executable (their graphs stay: each recompiles on next use), so that a
+    changed compile option (index checks) takes effect for every program."""
+    CACHE.clear()
+    _CONSTANTS.clear()
 
 
 def executable_call(program, inputs):
