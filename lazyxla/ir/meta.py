@@ -108,8 +108,11 @@ _LAYOUTS: dict = {}
 def view_layout(op, key, src, args, kwargs):
     """The strides and storage offset eager PyTorch gives the view `op(src, *args)`, from src's:
     None when they are contiguous strides at offset 0, else (stride, offset, storage elements the
-    view spans). Raises eager's error for a view its strides do not allow (`x.t().view(-1)`).
-    Cached per (signature, src's strides and offset)."""
+    view spans). Cached per (signature, src's strides and offset).
+    Results of non-view ops are contiguous here, where eager's may keep their input's strides
+    (`x.t().clone()` is column-major), so a view eager allows can meet strides that forbid it
+    (`x.t().clone().t().view(-1)`): such a view reports contiguous strides, never an error. So
+    does one eager forbids too (`x.t().view(-1)`): lazyxla cannot tell the two apart."""
     lkey = (key, src.stride(), src.storage_offset())
     try:
         hit = _LAYOUTS.get(lkey, False) if key is not None else False
@@ -118,10 +121,14 @@ def view_layout(op, key, src, args, kwargs):
     if hit is not False:
         return hit
     m = strided_meta(src.shape, src.stride(), src.storage_offset(), src.dtype)
-    out = op(m, *_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
-    stride, offset = tuple(out.stride()), out.storage_offset()
-    plain = offset == 0 and stride == _contiguous_strides(out.shape)
-    hit = None if plain else (stride, offset, span(out.shape, stride, offset))
+    try:
+        out = op(m, *_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+    except RuntimeError:  # strides that forbid the view: see above
+        hit = None
+    else:
+        stride, offset = tuple(out.stride()), out.storage_offset()
+        plain = offset == 0 and stride == _contiguous_strides(out.shape)
+        hit = None if plain else (stride, offset, span(out.shape, stride, offset))
     if key is not None and lkey is not None:
         _LAYOUTS[lkey] = hit
     return hit

@@ -442,3 +442,14 @@ def test_a_cpu_scalar_that_requires_grad_is_refused_with_the_remedy():
     cf = torch.compile(lambda x, s: (x * s).sum(), backend="lazyxla")
     with pytest.raises(Exception, match="0-dim CPU tensor that requires grad"):
         cf(torch.ones(3).to(D), torch.tensor(2.0, requires_grad=True))
+
+
+def test_a_view_fake_tensors_allow_runs_although_lazyxla_results_are_contiguous():
+    """In the graph, relu of a transposed input keeps its strides (as eager), so transposing back
+    allows `view`; lazyxla's relu result is contiguous, and the view must still record."""
+    def fn(x):
+        return torch.relu(x.transpose(1, 2)).transpose(1, 2).view(2, -1) * 2
+    f = torch.compile(fn, backend="lazyxla")
+    for k in range(2):
+        x = torch.arange(24.0).view(2, 3, 4) - k
+        torch.testing.assert_close(f(x.to(D)).cpu(), fn(x))
