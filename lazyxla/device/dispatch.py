@@ -294,7 +294,7 @@ def record_view(op, low: Lowering, self, args, kwargs):
     if st is None:
         raise device_mismatch(self)
     chain = st.chain if type(st) is View else ()
-    if op is _AS_STRIDED and chain and self.dtype == st.root.node.dtype:
+    if (op is _AS_STRIDED or op is _AS_STRIDED_) and chain and self.dtype == st.root.node.dtype:
         # as_strided addresses the storage, not the view: apply it to the root's value (a root's
         # storage is its row-major value), at the view's own offset unless one is given
         size, stride, *off = list(args) + ([kwargs["storage_offset"]] if "storage_offset" in kwargs else [])
@@ -315,7 +315,7 @@ def record_view(op, low: Lowering, self, args, kwargs):
     return buf.new_strided_tensor(view, shape, dtype, *layout)
 
 
-_AS_STRIDED = torch.ops.aten.as_strided.default
+_AS_STRIDED, _AS_STRIDED_ = torch.ops.aten.as_strided.default, torch.ops.aten.as_strided_.default
 
 
 def _root_meta(root: Buffer) -> torch.Tensor:

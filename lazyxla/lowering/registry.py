@@ -96,6 +96,24 @@ def _derived_scatter(view_fn):
     return scatter
 
 
+def overlapping_scatter(view_fn):
+    """The derived scatter for views whose elements can share a base element (unfold with step <
+    size, as_strided): a write changes one copy of a shared element and leaves the others stale,
+    so only changed elements are written (unchanged NaNs count as unchanged)."""
+    def scatter(base, value, *args, _meta, **kwargs):
+        positions = view_fn(jnp.arange(base.size, dtype=jnp.int64).reshape(base.shape), *args,
+                            **kwargs).reshape(-1)
+        flat = base.reshape(-1)
+        value = value.reshape(-1).astype(base.dtype)
+        old = flat[positions]
+        changed = value != old
+        if jnp.issubdtype(base.dtype, jnp.inexact):
+            changed = changed & ~(jnp.isnan(value) & jnp.isnan(old))
+        positions = jnp.where(changed, positions, base.size)  # out of range: dropped
+        return flat.at[positions].set(value, mode="drop").reshape(base.shape)
+    return scatter
+
+
 def lowering_for(op):
     return LOWERINGS.get(op)
 

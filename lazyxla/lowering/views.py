@@ -4,10 +4,11 @@ is given here."""
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
-from .registry import aten, register
+from .registry import aten, overlapping_scatter, register
 
 
 def _norm(d, n):
@@ -55,7 +56,7 @@ def transpose(x, d0, d1):
 
 @register(aten.permute.default, view=True,
           scatter=lambda base, value, dims, _meta: jnp.transpose(
-              value, tuple(int(i) for i in jnp.argsort(jnp.array([_norm(d, base.ndim) for d in dims])))
+              value, tuple(int(i) for i in np.argsort([_norm(d, base.ndim) for d in dims]))
           ).astype(base.dtype))
 def permute(x, dims):
     return jnp.transpose(x, tuple(_norm(d, x.ndim) for d in dims))
@@ -127,7 +128,6 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
     return jnp.diagonal(x, offset, _norm(dim1, x.ndim), _norm(dim2, x.ndim))
 
 
-@register(aten.unfold.default, view=True)
 def unfold(x, dim, size, step):
     if x.ndim == 0:
         return x.reshape(1)
@@ -138,9 +138,12 @@ def unfold(x, dim, size, step):
     return jnp.moveaxis(out, dim + 1, -1)
 
 
-@register(aten.as_strided.default, view=True)
+register(aten.unfold.default, view=True, scatter=overlapping_scatter(unfold))(unfold)
+
+
 def as_strided(x, size, stride, storage_offset=None):
-    # Views report contiguous strides, so as_strided indexes the flat contiguous value.
+    # x is a root's value, whose storage is its row-major order (the recorder moves as_strided of
+    # a view to its root).
     off = storage_offset or 0
     idx = jnp.full(tuple(size), off, dtype=jnp.int64)
     for d, (n, s) in enumerate(zip(size, stride)):
@@ -148,6 +151,9 @@ def as_strided(x, size, stride, storage_offset=None):
         shape[d] = n
         idx = idx + (jnp.arange(n, dtype=jnp.int64) * s).reshape(shape)
     return x.reshape(-1)[idx]
+
+
+register(aten.as_strided.default, view=True, scatter=overlapping_scatter(as_strided))(as_strided)
 
 
 @register(aten.view_as_real.default, view=True,
@@ -173,6 +179,13 @@ def _bitcast(x, want):
     """Reinterpret x's bytes as dtype `want` (numpy); a size change folds into the last dim."""
     if x.dtype == want:
         return x
+    if jnp.iscomplexobj(x):  # its bytes are (real, imag) float pairs
+        parts = jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)
+        return _bitcast(parts.reshape(x.shape[:-1] + (-1,)), want)
+    if jnp.issubdtype(want, jnp.complexfloating):
+        parts = _bitcast(x, jnp.finfo(want).dtype)
+        parts = parts.reshape(parts.shape[:-1] + (-1, 2))
+        return lax.complex(parts[..., 0], parts[..., 1])
     if x.dtype == jnp.bool_ or want == jnp.bool_:  # same size: bytes 0/1
         return x != 0 if want == jnp.bool_ else x.astype(want)
     a, b = x.dtype.itemsize, want.itemsize

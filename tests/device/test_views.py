@@ -203,3 +203,29 @@ def test_gradient_through_as_strided_of_a_view():
         ((a.to(dev) * 1)[2:].as_strided((2, 2), (3, 1)) * w).sum().backward()
         grads.append(a.grad)
     torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("write", [
+    lambda x: x.permute(1, 0)[0].fill_(-1),
+    lambda x: x.view(2, 2, 6).movedim(0, -1).mul_(2),
+    lambda x: x.view(2, 2, 6).permute(2, 0, 1).reshape(6, 4).mul_(-1),
+    lambda x: x[0].unfold(0, 2, 1)[0].fill_(9),
+    lambda x: x.view(-1).as_strided((3, 2), (1, 1))[1].fill_(7),
+    lambda x: x[1:3].t().as_strided_((2, 2), (6, 1), 1).fill_(-3),
+], ids=["permute", "movedim", "permute_reshape", "unfold_overlapping", "as_strided_overlapping",
+        "as_strided__of_view"])
+def test_writes_through_permuted_overlapping_and_restrided_views_reach_the_base(write):
+    def f(x):
+        write(x)
+        return (x,)
+    both(f)
+
+
+def test_view_between_complex_and_float_dtypes_reinterprets_and_writes_through():
+    def f(x):
+        z = x.view(torch.complex64)             # (4, 3) complex: (real, imag) pairs
+        z[1].mul_(1j)
+        back = z[2:].view(torch.float32)
+        back.add_(0.5)
+        return x, z, back, z.view(torch.int64)
+    both(f)
