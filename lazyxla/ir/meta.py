@@ -52,6 +52,9 @@ def infer_keyed(op, key, args, kwargs):
         key, hit = None, None
     if hit is not None:
         return hit
+    check = CHECKS.get(op)
+    if check is not None:  # before the meta kernel, whose own checks may be cruder (a zero stride)
+        check(*args, **kwargs)
     try:
         out = _spec(op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()}))
     except Exception:
@@ -65,6 +68,11 @@ def infer_keyed(op, key, args, kwargs):
     hit = _CACHE[key] = (out, next(_IDS))
     return hit
 
+
+# op -> fn(*args, **kwargs) raising eager's error for arguments that PyTorch's CPU kernel rejects
+# but its meta kernel lets through (lazyxla/lowering/checks.py). Run once per signature, so a check
+# reads only what the signature holds: shapes, dtypes and non-scalar arguments.
+CHECKS: dict = {}
 
 _SMALL = 4096
 

@@ -121,7 +121,7 @@ def _windows(x, kernel, stride, padding, dilation, ceil, fill):
     kk = int(np.prod(kernel))
     flat = flat.reshape(tuple(outs) + (kk,))
     valid = valid.reshape(tuple(outs) + (kk,))
-    xf = x.reshape(x.shape[:-nd] + (-1,))
+    xf = x.reshape(x.shape[:-nd] + (int(np.prod(sp)),))  # not -1: an empty batch has no size to infer
     win = jnp.take(xf, jnp.asarray(flat.reshape(-1)), axis=-1).reshape(x.shape[:-nd] + tuple(outs) + (kk,))
     if fill is not None:
         win = jnp.where(jnp.asarray(valid), win, jnp.asarray(fill, win.dtype))
@@ -155,8 +155,9 @@ def _scatter_back(g, x, indices, nd):
     """grad_input of a max-type pooling: scatter-add g at the flat spatial indices."""
     lead = x.shape[:-nd]
     b = int(np.prod(lead)) if lead else 1
-    gf = g.reshape(b, -1)
-    idx = indices.reshape(b, -1)
+    per = int(np.prod(g.shape[len(lead):]))  # not -1: an empty batch has no size to infer
+    gf = g.reshape(b, per)
+    idx = indices.reshape(b, per)
     out = jnp.zeros((b, int(np.prod(x.shape[-nd:]))), g.dtype)
     out = out.at[jnp.arange(b)[:, None], idx].add(gf)
     return out.reshape(x.shape)
@@ -280,7 +281,7 @@ def _adaptive_max(x, output_size, nd):
         flat = flat * sp[i] + b
     kk = int(np.prod(kmax))
     flat, valid = flat.reshape(tuple(outs) + (kk,)), valid.reshape(tuple(outs) + (kk,))
-    xf = x.reshape(x.shape[:-nd] + (-1,))
+    xf = x.reshape(x.shape[:-nd] + (int(np.prod(sp)),))  # not -1: an empty batch has no size to infer
     win = jnp.take(xf, jnp.asarray(flat.reshape(-1)), axis=-1).reshape(x.shape[:-nd] + tuple(outs) + (kk,))
     neg = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
     win = jnp.where(jnp.asarray(valid), win, jnp.asarray(neg, win.dtype))

@@ -195,13 +195,18 @@ def sync_all() -> None:
 def _sync_isolating(buffers, errors) -> None:
     """A program failed to build or run. So that one failing computation loses no other result
     (and fails no later sync), sync halves of the buffers until each failing buffer is alone: the
-    rest become data; a failing buffer leaves the pending set, and reading it raises its error
-    again. A few extra compiles, on the error path only."""
+    rest become data. A failing buffer that held data before (a parameter updated in place) goes
+    back to it, dropping its writes since then, as eager keeps a tensor whose in-place op raised;
+    a new one leaves the pending set, and reading it raises its error again. A few extra
+    compiles, on the error path only."""
     try:
         sync_buffers(buffers)
     except Exception as e:
         if len(buffers) == 1:
-            buf.PENDING.discard(buffers[0])
+            b = buffers[0]
+            if b.committed is not None:
+                b.node = b.committed
+            buf.PENDING.discard(b)
             metrics.counter_inc("FailedSyncBuffer")
             errors.append(e)
             return

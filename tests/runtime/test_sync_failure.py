@@ -31,3 +31,16 @@ def test_failing_buffer_is_isolated_and_raises_when_read(failing_sin):
     lazyxla.sync()  # the failing buffer left the pending set
     with pytest.raises(ValueError, match="boom"):
         bad.cpu()
+
+
+def test_tensor_updated_in_place_by_a_failing_computation_keeps_its_synced_value(failing_sin):
+    w = torch.full((7, 6), 2.0, device=D)
+    lazyxla.sync()
+    w.mul_(3)
+    w.sin_()
+    with pytest.raises(ValueError, match="boom"):
+        lazyxla.sync()
+    torch.testing.assert_close(w.cpu(), torch.full((7, 6), 2.0))
+    w.add_(1)  # and it is usable again
+    lazyxla.sync()
+    torch.testing.assert_close(w.cpu(), torch.full((7, 6), 3.0))

@@ -1,0 +1,103 @@
+"""Argument checks that eager's CPU kernels make and PyTorch's meta kernels miss.
+
+Shape and dtype inference runs the meta kernel, which raises most of eager's errors at the call.
+Where it lets bad arguments through, the XLA program would compute something anyway (a softmax
+over a wrapped dim, a matmul that promotes, a convolution with negative padding) or fail at sync.
+These checks raise eager's error, with its message, once per signature (ir/meta.py: CHECKS).
+"""
+from __future__ import annotations
+
+import torch
+
+from lazyxla.ir.meta import CHECKS
+
+aten = torch.ops.aten
+
+
+def check(*ops):
+    def deco(fn):
+        for op in ops:
+            CHECKS[op] = fn
+        return fn
+    return deco
+
+
+def _type_name(dtype) -> str:
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+            torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
+            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
+
+
+@check(aten._softmax.default, aten._log_softmax.default)
+def _softmax_dim(x, dim, half_to_float=False):
+    n = max(x.dim(), 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+
+
+@check(aten.mm.default)
+def _same_dtype_mm(a, b):
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{_type_name(a.dtype)} != {_type_name(b.dtype)}")
+
+
+@check(aten.dot.default, aten.vdot.default)
+def _same_dtype_dot(a, b):
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{_type_name(a.dtype)} and {_type_name(b.dtype)}")
+
+
+@check(aten.addmm.default, aten.baddbmm.default, aten.addbmm.default, aten.addmv.default,
+       aten.mv.default)
+def _same_dtype_products(*args, **kwargs):
+    tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+    dtypes = [t.dtype for t in tensors if t.dim() > 0 or t.device.type != "cpu"]
+    if len(set(dtypes)) > 1:
+        raise RuntimeError("expected all matrix and vector arguments to have the same dtype, but got "
+                           + ", ".join(_type_name(d) for d in dtypes))
+
+
+@check(aten.convolution.default)
+def _convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if x.dtype != w.dtype or (bias is not None and bias.dtype != x.dtype):
+        other = w.dtype if w.dtype != x.dtype else bias.dtype
+        raise RuntimeError(f"expected scalar type {_type_name(x.dtype)} but found {_type_name(other)}")
+    if transposed:
+        if any(op >= max(s, d) for op, s, d in zip(output_padding, stride, dilation)):
+            raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
+                               f"output_padding {list(output_padding)}, stride {list(stride)}, "
+                               f"dilation {list(dilation)}")
+        out_channels = w.shape[1] * groups
+    else:
+        if w.shape[0] % groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at "
+                               f"dimension 0, but got weight of size {list(w.shape)} instead")
+        out_channels = w.shape[0]
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != out_channels):
+        raise RuntimeError(f"Given weight of size {list(w.shape)}, expected bias to be 1-dimensional "
+                           f"with {out_channels} elements, but got bias of size {list(bias.shape)} instead")
+
+
+@check(aten.index_select.default)
+def _index_select(x, dim, index):
+    if index.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index.dtype not in (torch.int32, torch.int64):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+
+
+@check(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
+def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    if side not in (None, "left", "right"):
+        raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")

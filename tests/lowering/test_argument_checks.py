@@ -1,0 +1,61 @@
+"""Bad arguments that PyTorch's meta kernels let through raise eager's error at the call
+(lazyxla/lowering/checks.py), instead of computing something or failing at sync."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lazyxla
+
+D = lazyxla.device()
+X = torch.randn(2, 3)
+IMG, W = torch.randn(1, 3, 5, 5), torch.randn(4, 3, 3, 3)
+
+BAD = {
+    "softmax_dim_out_of_range": lambda d: X.to(d).softmax(2),
+    "log_softmax_dim_out_of_range": lambda d: X.to(d).log_softmax(-3),
+    "mm_float_double": lambda d: X.to(d) @ torch.randn(3, 2, dtype=torch.float64).to(d),
+    "mm_long_float": lambda d: X.long().to(d) @ torch.randn(3, 2).to(d),
+    "linear_double_weight": lambda d: F.linear(X.to(d), torch.randn(2, 3, dtype=torch.float64).to(d)),
+    "dot_float_double": lambda d: torch.dot(X[0].to(d), X[1].double().to(d)),
+    "conv_negative_padding": lambda d: F.conv2d(IMG.to(d), W.to(d), padding=-1),
+    "conv_zero_stride": lambda d: F.conv2d(IMG.to(d), W.to(d), stride=0),
+    "conv_zero_dilation": lambda d: F.conv2d(IMG.to(d), W.to(d), dilation=0),
+    "conv_groups_not_dividing": lambda d: F.conv1d(IMG[0, :, 0][None].to(d), torch.randn(4, 1, 3).to(d), groups=3),
+    "conv_bias_size": lambda d: F.conv2d(IMG.to(d), W.to(d), torch.randn(2).to(d)),
+    "conv_weight_dtype": lambda d: F.conv2d(IMG.to(d), W.double().to(d)),
+    "conv_transpose_output_padding": lambda d: F.conv_transpose1d(
+        torch.randn(1, 4, 5).to(d), torch.randn(4, 2, 3).to(d), output_padding=2),
+    "index_select_2d_index": lambda d: X.to(d).index_select(0, torch.tensor([[0]]).to(d)),
+    "index_select_float_index": lambda d: X.to(d).index_select(0, torch.tensor([0.0]).to(d)),
+    "searchsorted_side": lambda d: torch.searchsorted(torch.arange(3.0).to(d), X.to(d), side="middle"),
+}
+
+
+@pytest.mark.parametrize("fn", BAD.values(), ids=BAD.keys())
+def test_bad_arguments_raise_eager_error_at_the_call(fn):
+    with pytest.raises(Exception) as cpu:
+        fn("cpu")
+    with pytest.raises(type(cpu.value)) as dev:
+        fn(D)  # no .cpu(): at the call, before any sync
+    first = str(cpu.value).split(",")[0].split(":")[0].lower()
+    assert first in str(dev.value).lower(), (str(cpu.value), str(dev.value))
+
+
+GOOD = {
+    "softmax_last": lambda d: X.to(d).softmax(-1),
+    "conv_padding_stride": lambda d: F.conv2d(IMG.to(d), W.to(d), torch.randn(4).to(d), stride=2, padding=1),
+    "conv_groups": lambda d: F.conv1d(IMG[0, :, 0][None].to(d), torch.randn(3, 1, 3).to(d), groups=3),
+    "conv_transpose_output_padding": lambda d: F.conv_transpose1d(
+        torch.randn(1, 4, 5).to(d), torch.randn(4, 2, 3).to(d), stride=2, output_padding=1),
+    "addmm_cpu_scalar_bias": lambda d: torch.addmm(torch.tensor(1.0), X.to(d), torch.randn(3, 2).to(d)),
+    "max_pool1d_empty_batch": lambda d: F.max_pool1d(torch.zeros(0, 1, 4).to(d), 2),
+    "max_pool2d_empty_batch": lambda d: F.max_pool2d(torch.zeros(0, 1, 4, 4).to(d), 2),
+}
+
+
+@pytest.mark.parametrize("fn", GOOD.values(), ids=GOOD.keys())
+def test_good_arguments_still_record(fn):
+    torch.manual_seed(0)
+    expected = fn("cpu")
+    torch.manual_seed(0)
+    torch.testing.assert_close(fn(D).cpu(), expected, rtol=1e-5, atol=1e-5)
