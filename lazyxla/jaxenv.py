@@ -28,8 +28,15 @@ _TORCH_TO_NP = {
     torch.bool: np.dtype(np.bool_),
     torch.complex64: np.dtype(np.complex64),
     torch.complex128: np.dtype(np.complex128),
+    torch.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
+    torch.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
+    torch.float8_e4m3fnuz: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    torch.float8_e5m2fnuz: np.dtype(ml_dtypes.float8_e5m2fnuz),
 }
 _NP_TO_TORCH = {v: k for k, v in _TORCH_TO_NP.items()}
+# dtypes numpy does not have (ml_dtypes' are not torch.from_numpy's): moved as same-size integers
+_BITS = {torch.bfloat16: torch.int16, torch.float8_e4m3fn: torch.uint8, torch.float8_e5m2: torch.uint8,
+         torch.float8_e4m3fnuz: torch.uint8, torch.float8_e5m2fnuz: torch.uint8}
 
 
 def np_dtype(dtype: torch.dtype) -> np.dtype:
@@ -50,16 +57,19 @@ def supports_dtype(dtype: torch.dtype) -> bool:
 def tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
     """A host copy of a CPU tensor as numpy (bfloat16 via its bit pattern)."""
     t = t.detach().resolve_conj().resolve_neg().contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    bits = _BITS.get(t.dtype)
+    if bits is not None:
+        return t.view(bits).numpy().view(_TORCH_TO_NP[t.dtype]).copy()
     return t.numpy().copy()
 
 
 def numpy_to_tensor(a: np.ndarray) -> torch.Tensor:
     """A CPU tensor that owns a copy of `a` (JAX host views are read-only and may alias)."""
     a = np.asarray(a)
-    if a.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(np.array(a.view(np.int16), copy=True)).view(torch.bfloat16)
+    dtype = _NP_TO_TORCH.get(a.dtype)
+    bits = _BITS.get(dtype)
+    if bits is not None:
+        return torch.from_numpy(np.array(a.view(_TORCH_TO_NP[bits]), copy=True)).view(dtype)
     return torch.from_numpy(np.array(a, copy=True))
 
 

@@ -29,11 +29,81 @@ def _type_name(dtype) -> str:
 
 
 @check(aten._softmax.default, aten._log_softmax.default)
-def _softmax_dim(x, dim, half_to_float=False):
-    n = max(x.dim(), 1)
-    if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
+def _softmax(x, dim, half_to_float=False):
+    _dim_in_range(x, dim)
+    _floating(x, "softmax")
+
+
+def _floating(x, kernel):
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_type_name(x.dtype)}\'')
+
+
+def _ops(*names):
+    """Every overload of the named aten ops."""
+    return [getattr(getattr(aten, n), o) for n in names for o in getattr(aten, n).overloads()]
+
+
+def _std_var(name):
+    def fn(x, *args, **kwargs):
+        if not (x.dtype.is_floating_point or x.dtype.is_complex):
+            raise RuntimeError(f"{name} only support floating point and complex dtypes")
+    return fn
+
+
+check(*_ops("var", "std"))(_std_var("std and var"))
+check(*_ops("var_mean"))(_std_var("var_mean"))
+check(*_ops("std_mean"))(_std_var("std_mean"))
+
+
+@check(*_ops("lerp"))
+def _lerp(x, *args, **kwargs):
+    _floating(x, "lerp_kernel_scalar")
+
+
+def _random_floating(kernel):
+    def fn(*args, dtype=None, **kwargs):
+        like = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        dtype = dtype if dtype is not None else (like.dtype if like is not None else None)
+        if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{_type_name(dtype)}\'')
+    return fn
+
+
+check(*_ops("normal", "normal_functional", "randn", "randn_like"))(_random_floating("normal_kernel_cpu"))
+check(*_ops("uniform", "rand", "rand_like"))(_random_floating("check_uniform_bounds"))
+
+
+@check(aten.index_put.default)
+def _index_put(x, indices, values, accumulate=False):
+    if values.dtype != x.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_type_name(x.dtype)} for the destination and {_type_name(values.dtype)} "
+                           "for the source.")
+
+
+@check(aten.cat.default)
+def _cat(tensors, dim=0):
+    for i, t in enumerate(tensors):
+        if t.dim() == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+
+
+def _t(name):
+    def fn(x):
+        if x.dim() > 2:
+            raise RuntimeError(f"{name}() expects a tensor with <= 2 dimensions, but self is {x.dim()}D")
+    return fn
+
+
+check(aten.t.default)(_t("t"))
+check(aten.t_.default)(_t("t_"))
+
+
+@check(aten.clamp.default, aten.clamp.Tensor)
+def _clamp(x, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
 
 
 @check(aten.mm.default)
@@ -89,8 +159,16 @@ def _convolution(x, w, bias, stride, padding, dilation, transposed, output_paddi
                            f"with {out_channels} elements, but got bias of size {list(bias.shape)} instead")
 
 
+def _dim_in_range(x, dim):
+    n = max(x.dim(), 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+
+
 @check(aten.index_select.default)
 def _index_select(x, dim, index):
+    _dim_in_range(x, dim)
     if index.dim() > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     if index.dtype not in (torch.int32, torch.int64):

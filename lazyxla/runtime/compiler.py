@@ -4,6 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 
 from lazyxla import metrics
 from lazyxla.jaxenv import np_dtype, x64
@@ -30,7 +31,14 @@ def _cast(value, shape, dtype, low):
     if tuple(value.shape) != tuple(shape):
         raise LoweringError(f"lowering of {low.name} produced shape {tuple(value.shape)}, "
                             f"PyTorch expects {tuple(shape)}")
-    return value if value.dtype == want else value.astype(want)
+    if value.dtype == want:
+        return value
+    if want == _E4M3FN and jnp.issubdtype(value.dtype, jnp.floating):
+        value = jnp.clip(value, -448, 448)  # PyTorch saturates (inf too); XLA would give NaN
+    return value.astype(want)
+
+
+_E4M3FN = np_dtype(torch.float8_e4m3fn)
 
 
 def _apply(entry, env_in):

@@ -48,6 +48,18 @@ def test_round_trip_every_dtype(dtype):
     torch.testing.assert_close(y.to("cpu"), x)
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+                                   torch.float8_e5m2fnuz])
+def test_float8_round_trip_and_casts_saturate_or_overflow_as_eager(dtype):
+    x = torch.tensor([float("inf"), -float("inf"), float("nan"), 1e6, 500.0, 1.5, -3.25, 0.0])
+    expected = x.to(dtype)
+    moved = expected.to(lazyxla.device()).cpu()  # transfers keep the bits
+    assert torch.equal(moved.view(torch.uint8), expected.view(torch.uint8))
+    converted = x.to(lazyxla.device()).to(dtype)  # NaN's bit pattern may differ
+    torch.testing.assert_close(converted.cpu().float(), expected.float(), equal_nan=True)
+    torch.testing.assert_close(converted.float().cpu(), expected.float(), equal_nan=True)
+
+
 def test_int64_is_not_truncated():
     big = torch.tensor([2**40 + 3, -(2**50)], dtype=torch.int64)
     check(lambda t: t + 1, big)

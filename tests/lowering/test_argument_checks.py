@@ -8,6 +8,7 @@ import lazyxla
 
 D = lazyxla.device()
 X = torch.randn(2, 3)
+I = torch.arange(3)
 IMG, W = torch.randn(1, 3, 5, 5), torch.randn(4, 3, 3, 3)
 
 BAD = {
@@ -28,6 +29,19 @@ BAD = {
     "index_select_2d_index": lambda d: X.to(d).index_select(0, torch.tensor([[0]]).to(d)),
     "index_select_float_index": lambda d: X.to(d).index_select(0, torch.tensor([0.0]).to(d)),
     "searchsorted_side": lambda d: torch.searchsorted(torch.arange(3.0).to(d), X.to(d), side="middle"),
+    "index_select_dim_out_of_range": lambda d: X[0].to(d).index_select(1, torch.tensor([0]).to(d)),
+    "index_put_dtype": lambda d: I.to(d).index_put_((torch.tensor([0]).to(d),), torch.tensor([1.5]).to(d)),
+    "cat_zero_dim": lambda d: torch.cat([torch.tensor(1.0).to(d)]),
+    "t_of_3d": lambda d: X[None].to(d).t(),
+    "t__of_3d": lambda d: X[None].to(d).t_(),
+    "clamp_without_bounds": lambda d: torch.clamp(X.to(d)),
+    "std_of_int": lambda d: I.to(d).std(),
+    "var_mean_of_int": lambda d: torch.var_mean(I.to(d)),
+    "softmax_of_int": lambda d: I.to(d).softmax(0),
+    "lerp_of_int": lambda d: torch.lerp(I.to(d), I.to(d), 0.5),
+    "rand_int_dtype": lambda d: torch.rand(2, dtype=torch.int64, device=d),
+    "randn_int_dtype": lambda d: torch.randn(2, dtype=torch.int64, device=d),
+    "uniform__of_int": lambda d: I.to(d).uniform_(),
 }
 
 
@@ -48,6 +62,9 @@ GOOD = {
     "conv_transpose_output_padding": lambda d: F.conv_transpose1d(
         torch.randn(1, 4, 5).to(d), torch.randn(4, 2, 3).to(d), stride=2, output_padding=1),
     "addmm_cpu_scalar_bias": lambda d: torch.addmm(torch.tensor(1.0), X.to(d), torch.randn(3, 2).to(d)),
+    "setitem_int_with_float_scalar": lambda d: I.to(d).index_put_((torch.tensor([0]).to(d),), torch.tensor(7)),
+    "clamp_min_only": lambda d: torch.clamp(X.to(d), min=0.0),
+    "softmax_of_int_to_float": lambda d: I.to(d).softmax(0, dtype=torch.float32),
     "max_pool1d_empty_batch": lambda d: F.max_pool1d(torch.zeros(0, 1, 4).to(d), 2),
     "max_pool2d_empty_batch": lambda d: F.max_pool2d(torch.zeros(0, 1, 4, 4).to(d), 2),
 }
