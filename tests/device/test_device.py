@@ -158,3 +158,15 @@ def test_pickle_and_torch_save_round_trip_to_the_device():
     torch.testing.assert_close(loaded["model"]["weight"].cpu(), m.weight.detach().cpu())
     buf.seek(0)
     assert torch.load(buf, map_location="cpu")["view"].device.type == "cpu"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.ones(2).to("lazyxla:1"),
+    lambda: torch.ones(2, device="lazyxla:1"),
+    lambda: torch.randn(2, device="lazyxla:2"),
+    lambda: torch.ones(2, device="lazyxla").to("lazyxla:1"),
+], ids=["to", "factory", "random_factory", "device_to_device"])
+def test_a_device_index_other_than_0_is_refused(make):
+    """One device: lazyxla:1 silently meant lazyxla:0."""
+    with pytest.raises(RuntimeError, match="invalid device index"):
+        make()
