@@ -67,6 +67,13 @@ _CONJ = Lowering("resolve_conj", lambda x: x.conj())
 _NEG = Lowering("resolve_neg", lambda x: -x)
 
 
+def check_device_index(device: torch.device) -> None:
+    """One device: lazyxla:1 is an error, not lazyxla:0."""
+    if device.index not in (None, 0):
+        raise RuntimeError(f"lazyxla: invalid device index {device.index}: lazyxla has one device, "
+                           "lazyxla:0")
+
+
 def is_cpu_scalar(t: torch.Tensor) -> bool:
     """A 0-dim CPU tensor: PyTorch mixes these with any device; a program reads its value as a
     runtime scalar (an optimizer's step count, a bias correction)."""
@@ -140,6 +147,8 @@ class _Recorder:
             self.key.append(("[", len(v)))  # f([1, 2], 3) and f([1], 2, 3) differ
             return tuple([self.value(x, runtime_scalar) for x in v])
         if tv is torch.device:
+            if v.type == _LAZY and v.index:
+                check_device_index(v)
             v = torch.device(v.type) if v.type != _LAZY else None  # device is not part of a program
         self.key.append((tv, v))  # typed: numpy's float32(1) == float64(1)
         return v

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir import buffer as buf
-from lazyxla.ir import meta
 from . import dispatch, fallback
 
 aten = torch.ops.aten
@@ -76,7 +75,7 @@ def _local_scalar_dense(self):
 def _to_copy(self, *args, **kwargs):
     device = kwargs.get("device")
     if self.device.type == "cpu":  # host -> device (BackendSelect routes it here by `device`)
-        meta.check_device_index(torch.device(device))
+        dispatch.check_device_index(torch.device(device))
         dtype = kwargs.get("dtype")
         if _traced_scalar(self):
             t = buf.wrap_node(dispatch.cpu_scalar_node(self))

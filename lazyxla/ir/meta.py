@@ -21,15 +21,8 @@ def _to_meta(x):
     if isinstance(x, (list, tuple)):
         return type(x)(_to_meta(v) for v in x)
     if isinstance(x, torch.device) and x.type == "lazyxla":
-        check_device_index(x)
         return torch.device("meta")
     return x
-
-
-def check_device_index(device: torch.device) -> None:
-    if device.index not in (None, 0):
-        raise RuntimeError(f"lazyxla: invalid device index {device.index}: lazyxla has one device, "
-                           "lazyxla:0")
 
 
 def _spec(out):
