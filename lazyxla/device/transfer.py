@@ -75,7 +75,8 @@ def _local_scalar_dense(self):
 def _to_copy(self, *args, **kwargs):
     device = kwargs.get("device")
     if self.device.type == "cpu":  # host -> device (BackendSelect routes it here by `device`)
-        dispatch.check_device_index(torch.device(device))
+        if device is not None:
+            dispatch.check_device_index(torch.device(device))
         dtype = kwargs.get("dtype")
         if _traced_scalar(self):
             t = buf.wrap_node(dispatch.cpu_scalar_node(self))
