@@ -249,10 +249,30 @@ def linalg_inv_ex(a, check_errors=False):
     return jnp.linalg.inv(a), jnp.zeros(a.shape[:-2], jnp.int32)
 
 
+def _cholesky_info(a):
+    """LAPACK's info: the order of the first leading minor that is not positive definite (0: none).
+    XLA's factor is all NaN on failure, so an unblocked factorization finds the failing pivot."""
+    n = a.shape[-1]
+
+    def step(j, state):
+        L, info = state
+        row = L[..., j, :]  # L[j, :j]; the later columns are still 0
+        d = jnp.real(a[..., j, j] - jnp.sum(row * jnp.conj(row), axis=-1))
+        bad = ~(d > 0)  # NaN too
+        info = jnp.where((info == 0) & bad, j + 1, info)
+        ljj = jnp.sqrt(jnp.where(bad, 1, d)).astype(a.dtype)
+        col = (a[..., :, j] - jnp.sum(L * jnp.conj(row)[..., None, :], axis=-1)) / ljj[..., None]
+        col = jnp.where(jnp.arange(n) > j, col, 0).at[..., j].set(ljj)
+        return L.at[..., :, j].set(col), info
+
+    return lax.fori_loop(0, n, step, (jnp.zeros_like(a), jnp.zeros(a.shape[:-2], jnp.int32)))[1]
+
+
 @register(aten.linalg_cholesky_ex.default)
 def linalg_cholesky_ex(a, upper=False, check_errors=False):
     L = jnp.linalg.cholesky(a)
-    info = jnp.where(jnp.all(jnp.isfinite(L), axis=(-2, -1)), 0, 1).astype(jnp.int32)
+    info = lax.cond(jnp.all(jnp.isfinite(L)), lambda: jnp.zeros(a.shape[:-2], jnp.int32),
+                    lambda: _cholesky_info(a))
     if upper:
         L = jnp.conj(jnp.swapaxes(L, -1, -2))
     return L, info

@@ -137,6 +137,15 @@ def test_det_singular_and_empty():
     check(lambda a: (torch.linalg.det(a), torch.linalg.slogdet(a)), torch.zeros(0, 0))
 
 
+def test_cholesky_info_names_the_first_leading_minor_that_is_not_positive_definite():
+    batch = torch.stack([torch.tensor([[1.0, 2.0], [2.0, 1.0]]), torch.tensor([[4.0, 2.0], [2.0, 3.0]]),
+                         torch.tensor([[-1.0, 0.0], [0.0, 1.0]])])
+    diag = torch.diag(torch.tensor([1.0, 2.0, -1.0, 5.0]))
+    check(lambda b, d: (torch.linalg.cholesky_ex(b).info, torch.linalg.cholesky_ex(d).info), batch, diag)
+    with pytest.raises(torch.linalg.LinAlgError, match="order 2"):
+        torch.linalg.cholesky(batch[0].to(DEV)).cpu()
+
+
 def test_cholesky_triangular():
     a, ab = spd(3, F64), spd(3, F64, (2,))
     b = make((3, 2), F64)
