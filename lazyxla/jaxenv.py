@@ -46,6 +46,13 @@ def np_dtype(dtype: torch.dtype) -> np.dtype:
         raise TypeError(f"lazyxla does not support dtype {dtype}") from None
 
 
+def type_name(dtype: torch.dtype) -> str:
+    """PyTorch's name for a dtype in its error messages (Float, Long, ...)."""
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+            torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
+            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
+
+
 def torch_dtype(dtype) -> torch.dtype:
     return _NP_TO_TORCH[np.dtype(dtype)]
 

@@ -10,6 +10,7 @@ import torch
 
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.node import data_node
+from lazyxla.jaxenv import type_name
 from lazyxla.lowering.registry import LOWERINGS, VIEWS, functional_variant, mutated_args
 from . import dispatch, fallback, transfer
 
@@ -81,8 +82,8 @@ def _mutating_kernel(op):
                 continue
             dtype = t.dtype
             if v.dtype is not dtype and not torch.can_cast(v.dtype, dtype):
-                raise RuntimeError(f"result type {_type_name(v.dtype)} can't be cast to the desired "
-                                   f"output type {_type_name(dtype)}")
+                raise RuntimeError(f"result type {type_name(v.dtype)} can't be cast to the desired "
+                                   f"output type {type_name(dtype)}")
             # in place: the meta run has checked that the result has the target's shape
             _state_of(t).write(_converted(v, t.shape, dtype))
         if not returns:  # _foreach_add_ and friends return nothing
@@ -91,13 +92,6 @@ def _mutating_kernel(op):
             return targets[0]
         return tuple(targets)
     return kernel
-
-
-def _type_name(dtype) -> str:
-    """PyTorch's name for a dtype in casting errors (Float, Long, ...)."""
-    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
-            torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
-            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
 
 
 def _view_kernel(op, low):

@@ -128,7 +128,7 @@ def view_layout(op, key, src, args, kwargs):
         lkey, hit = None, False
     if hit is not False:
         return hit
-    m = strided_meta(src.shape, src.stride(), src.storage_offset(), src.dtype)
+    m = _strided_meta(src.shape, src.stride(), src.storage_offset(), src.dtype)
     try:
         out = op(m, *_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
     except RuntimeError:  # strides that forbid the view: see above
@@ -136,7 +136,7 @@ def view_layout(op, key, src, args, kwargs):
     else:
         stride, offset = tuple(out.stride()), out.storage_offset()
         plain = offset == 0 and stride == _contiguous_strides(out.shape)
-        hit = None if plain else (stride, offset, span(out.shape, stride, offset))
+        hit = None if plain else (stride, offset, _span(out.shape, stride, offset))
     if key is not None and lkey is not None:
         _LAYOUTS[lkey] = hit
     return hit
@@ -150,15 +150,15 @@ def _contiguous_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-def span(shape, stride, offset) -> int:
+def _span(shape, stride, offset) -> int:
     """Storage elements a strided tensor reaches: offset + its largest element index + 1."""
     if any(n == 0 for n in shape):
         return offset
     return offset + sum((n - 1) * abs(s) for n, s in zip(shape, stride)) + 1
 
 
-def strided_meta(shape, stride, offset, dtype) -> torch.Tensor:
-    return torch.empty((span(shape, stride, offset),), dtype=dtype, device="meta").as_strided(
+def _strided_meta(shape, stride, offset, dtype) -> torch.Tensor:
+    return torch.empty((_span(shape, stride, offset),), dtype=dtype, device="meta").as_strided(
         shape, stride, offset)
 
 

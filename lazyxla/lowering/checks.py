@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir.meta import CHECKS
+from lazyxla.jaxenv import type_name
 
 aten = torch.ops.aten
 
@@ -22,12 +23,6 @@ def check(*ops):
     return deco
 
 
-def _type_name(dtype) -> str:
-    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
-            torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
-            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
-
-
 @check(aten._softmax.default, aten._log_softmax.default)
 def _softmax(x, dim, half_to_float=False):
     _dim_in_range(x, dim)
@@ -36,7 +31,7 @@ def _softmax(x, dim, half_to_float=False):
 
 def _floating(x, kernel):
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{_type_name(x.dtype)}\'')
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(x.dtype)}\'')
 
 
 def _ops(*names):
@@ -66,7 +61,7 @@ def _random_floating(kernel):
         like = next((a for a in args if isinstance(a, torch.Tensor)), None)
         dtype = dtype if dtype is not None else (like.dtype if like is not None else None)
         if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
-            raise NotImplementedError(f'"{kernel}" not implemented for \'{_type_name(dtype)}\'')
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(dtype)}\'')
     return fn
 
 
@@ -78,7 +73,7 @@ check(*_ops("uniform", "rand", "rand_like"))(_random_floating("check_uniform_bou
 def _index_put(x, indices, values, accumulate=False):
     if values.dtype != x.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
-                           f"{_type_name(x.dtype)} for the destination and {_type_name(values.dtype)} "
+                           f"{type_name(x.dtype)} for the destination and {type_name(values.dtype)} "
                            "for the source.")
 
 
@@ -110,14 +105,14 @@ def _clamp(x, min=None, max=None):
 def _same_dtype_mm(a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{_type_name(a.dtype)} != {_type_name(b.dtype)}")
+                           f"{type_name(a.dtype)} != {type_name(b.dtype)}")
 
 
 @check(aten.dot.default, aten.vdot.default)
 def _same_dtype_dot(a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
-                           f"{_type_name(a.dtype)} and {_type_name(b.dtype)}")
+                           f"{type_name(a.dtype)} and {type_name(b.dtype)}")
 
 
 @check(aten.addmm.default, aten.baddbmm.default, aten.addbmm.default, aten.addmv.default,
@@ -127,7 +122,7 @@ def _same_dtype_products(*args, **kwargs):
     dtypes = [t.dtype for t in tensors if t.dim() > 0 or t.device.type != "cpu"]
     if len(set(dtypes)) > 1:
         raise RuntimeError("expected all matrix and vector arguments to have the same dtype, but got "
-                           + ", ".join(_type_name(d) for d in dtypes))
+                           + ", ".join(type_name(d) for d in dtypes))
 
 
 @check(aten.convolution.default)
@@ -142,7 +137,7 @@ def _convolution(x, w, bias, stride, padding, dilation, transposed, output_paddi
         raise RuntimeError("non-positive groups is not supported")
     if x.dtype != w.dtype or (bias is not None and bias.dtype != x.dtype):
         other = w.dtype if w.dtype != x.dtype else bias.dtype
-        raise RuntimeError(f"expected scalar type {_type_name(x.dtype)} but found {_type_name(other)}")
+        raise RuntimeError(f"expected scalar type {type_name(x.dtype)} but found {type_name(other)}")
     if transposed:
         if any(op >= max(s, d) for op, s, d in zip(output_padding, stride, dilation)):
             raise RuntimeError("output padding must be smaller than either stride or dilation, but got "

@@ -48,7 +48,10 @@ def check_index(i, n, negative=True) -> None:
     """Flag index values outside [-n, n) ([0, n) where PyTorch takes no negative index) while a
     checked program is traced (else nothing)."""
     if INDEX_CHECKS is not None:
-        INDEX_CHECKS.append(jnp.any((i >= n) | (i < (-n if negative else 0))))
+        out = i >= n
+        if not jnp.issubdtype(i.dtype, jnp.unsignedinteger):
+            out = out | (i < (-n if negative else 0))
+        INDEX_CHECKS.append(jnp.any(out))
 
 
 class Lowering:
