@@ -4,13 +4,16 @@ PyTorch copies and pickles a tensor through its storage unless the device is one
 host-addressable storage (xla, lazy, ...) or a PrivateUse1 tensor without a storage. A lazyxla
 tensor keeps its state on a data-less storage, so those paths would clone or serialize nothing
 (deepcopy crashed the process; pickling failed). For lazyxla tensors, as PyTorch does for xla:
-deepcopy is a clone, and pickling goes through a CPU copy that loads back onto the saved device
-(map_location applies)."""
+deepcopy is a clone (a view: the same view of its base's copy, so a base and its views copied
+together still alias), and pickling goes through a CPU copy that loads back onto the saved device
+(map_location applies; a view saved with its base is saved as a copy of its own)."""
 from __future__ import annotations
 
 import functools
 
 import torch
+
+from lazyxla.ir import buffer as buf
 
 _installed = False
 
@@ -22,8 +25,12 @@ def _deepcopy(original):
             return original(self, memo)  # (non-leaves: PyTorch's own error)
         if id(self) in memo:
             return memo[id(self)]
+        base = _root_base(self)
         with torch.no_grad():
-            new = self.clone()
+            if base is not None:  # a view: a view of its base's copy, so copies alias as originals do
+                new = base.__deepcopy__(memo).as_strided(self.size(), self.stride(), self.storage_offset())
+            else:
+                new = self.clone()
         if self.requires_grad:
             new.requires_grad_()
         if self.grad is not None:
@@ -31,6 +38,14 @@ def _deepcopy(original):
         memo[id(self)] = new
         return new
     return __deepcopy__
+
+
+def _root_base(t):
+    """The lazyxla base `t` is a view of (as_strided of it rebuilds `t`), or None."""
+    base = t._base if t._is_view() else None
+    if base is None or base.device.type != "lazyxla" or base.dtype != t.dtype or type(base) is not torch.Tensor:
+        return None
+    return base if type(buf.state_of(base)) is buf.Buffer else None
 
 
 def _reduce(original):

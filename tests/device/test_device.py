@@ -142,6 +142,18 @@ def test_deepcopy_is_an_independent_copy_with_grad_state():
     assert type(p) is torch.nn.Parameter and p.device.type == "lazyxla"
 
 
+def test_deepcopy_of_a_base_and_its_views_keeps_them_aliased():
+    import copy
+    out = []
+    for dev in ("cpu", lazyxla.device()):
+        x = torch.arange(8.0).view(2, 4).to(dev)
+        x2, row, col = copy.deepcopy([x, x[1], x.t()[2]])
+        x2.mul_(-1)
+        out.append((x.cpu(), row.cpu(), col.cpu()))
+    for got, expected in zip(out[1], out[0]):
+        torch.testing.assert_close(got, expected)
+
+
 def test_pickle_and_torch_save_round_trip_to_the_device():
     import io
     import pickle
