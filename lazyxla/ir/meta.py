@@ -13,16 +13,24 @@ _CACHE: dict = {}
 _IDS = itertools.count()  # signature ids: never reused, even if the cache were ever cleared
 
 
-def _to_meta(x):
+def _stand_in(x, device: str):
+    """x with tensors replaced by data-free ones of the same shape and dtype on `device` ("meta"),
+    or zeros on the CPU ("cpu"), and the lazyxla device by that device."""
     if isinstance(x, torch.Tensor):
         # lazyxla tensors, and CPU 0-dim tensors (which PyTorch mixes with any device; as meta
         # 0-dim tensors they promote the same way and pass the meta kernels' device checks)
-        return torch.empty(x.shape, dtype=x.dtype, device="meta")
+        if device == "meta":
+            return torch.empty(x.shape, dtype=x.dtype, device="meta")
+        return torch.zeros(x.shape, dtype=x.dtype)
     if isinstance(x, (list, tuple)):
-        return type(x)(_to_meta(v) for v in x)
+        return type(x)(_stand_in(v, device) for v in x)
     if isinstance(x, torch.device) and x.type == "lazyxla":
-        return torch.device("meta")
+        return torch.device(device)
     return x
+
+
+def _to_meta(x):
+    return _stand_in(x, "meta")
 
 
 def _spec(out):
@@ -86,7 +94,7 @@ def _check_empty_inputs(op, args, kwargs) -> None:
     if not any(t.numel() == 0 for t in tensors) or any(t.numel() > _SMALL for t in tensors):
         return
     try:
-        op(*_to_cpu(args), **{k: _to_cpu(v) for k, v in kwargs.items()})
+        op(*_stand_in(args, "cpu"), **{k: _stand_in(v, "cpu") for k, v in kwargs.items()})
     except (RuntimeError, IndexError, ValueError) as e:
         if "not implemented for" not in str(e):  # a CPU kernel gap, not an error of the call
             raise
@@ -98,16 +106,6 @@ def _flat(args, kwargs):
             yield from a
         else:
             yield a
-
-
-def _to_cpu(x):
-    if isinstance(x, torch.Tensor):
-        return torch.zeros(x.shape, dtype=x.dtype)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to_cpu(v) for v in x)
-    if isinstance(x, torch.device) and x.type == "lazyxla":
-        return torch.device("cpu")
-    return x
 
 
 _LAYOUTS: dict = {}
