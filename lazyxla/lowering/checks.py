@@ -69,8 +69,25 @@ check(*_ops("normal", "normal_functional", "randn", "randn_like"))(_random_float
 check(*_ops("uniform", "rand", "rand_like"))(_random_floating("check_uniform_bounds"))
 
 
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.uint8, torch.bool)
+
+
+@check(aten.index.Tensor)
+def _index(x, indices):
+    tensors = [i for i in indices if i is not None]
+    if any(i.dtype not in _INDEX_DTYPES for i in tensors):
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if all(i.dtype in (torch.int64, torch.int32) for i in tensors):  # (masks: shapes need the data)
+        try:
+            torch.broadcast_shapes(*[i.shape for i in tensors])
+        except RuntimeError:
+            raise IndexError("shape mismatch: indexing tensors could not be broadcast together with "
+                             f"shapes {', '.join(str(list(i.shape)) for i in tensors)}") from None
+
+
 @check(aten.index_put.default)
 def _index_put(x, indices, values, accumulate=False):
+    _index(x, indices)
     if values.dtype != x.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{type_name(x.dtype)} for the destination and {type_name(values.dtype)} "
