@@ -29,8 +29,12 @@ def _softmax(x, dim, half_to_float=False):
     _floating(x, "softmax")
 
 
+def _inexact(dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
 def _floating(x, kernel):
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+    if not _inexact(x.dtype):
         raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(x.dtype)}\'')
 
 
@@ -41,7 +45,7 @@ def _ops(*names):
 
 def _std_var(name):
     def fn(x, *args, **kwargs):
-        if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        if not _inexact(x.dtype):
             raise RuntimeError(f"{name} only support floating point and complex dtypes")
     return fn
 
@@ -60,7 +64,7 @@ def _random_floating(kernel):
     def fn(*args, dtype=None, **kwargs):
         like = next((a for a in args if isinstance(a, torch.Tensor)), None)
         dtype = dtype if dtype is not None else (like.dtype if like is not None else None)
-        if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+        if dtype is not None and not _inexact(dtype):
             raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(dtype)}\'')
     return fn
 
