@@ -3,7 +3,8 @@
 Shape and dtype inference runs the meta kernel, which raises most of eager's errors at the call.
 Where it lets bad arguments through, the XLA program would compute something anyway (a softmax
 over a wrapped dim, a matmul that promotes, a convolution with negative padding) or fail at sync.
-These checks raise eager's error, with its message, once per signature (ir/meta.py: CHECKS).
+These checks raise eager's error, with its message, once per signature (ir/meta.py: CHECKS; a
+signature holds the values of Python scalar arguments, so a new value is checked again).
 """
 from __future__ import annotations
 
@@ -18,9 +19,17 @@ aten = torch.ops.aten
 def check(*ops):
     def deco(fn):
         for op in ops:
-            CHECKS[op] = fn
+            earlier = CHECKS.get(op)
+            CHECKS[op] = fn if earlier is None else _both(earlier, fn)
         return fn
     return deco
+
+
+def _both(first, second):
+    def fn(*args, **kwargs):
+        first(*args, **kwargs)
+        second(*args, **kwargs)
+    return fn
 
 
 @check(aten._softmax.default, aten._log_softmax.default)
@@ -195,3 +204,65 @@ def _index_select(x, dim, index):
 def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
     if side not in (None, "left", "right"):
         raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+
+
+def _no_elements(x):
+    """x with each tensor replaced by an element-free CPU tensor of its rank and dtype (a 0-dim
+    one by a CPU scalar), and the lazyxla device by the CPU."""
+    if isinstance(x, torch.Tensor):
+        return torch.empty((0,) * x.dim(), dtype=x.dtype)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_no_elements(v) for v in x)
+    if isinstance(x, torch.device) and x.type == "lazyxla":
+        return torch.device("cpu")
+    return x
+
+
+def _eager_scalar_checks(op, sizes=None):
+    """Eager's checks of an op's Python scalar arguments: a fill value its dtype cannot hold
+    (`full(2, 300, dtype=int8)`), an empty [from, to) range, a probability outside [0, 1], a negative
+    integer power. The CPU kernels make them before returning early on an empty tensor, so the op
+    runs on element-free stand-ins; `sizes`: the position of a size list, made all zeros."""
+    def fn(*args, **kwargs):
+        args = _no_elements(args)
+        if sizes is not None and sizes < len(args):
+            args = args[:sizes] + ([0] * len(args[sizes]),) + args[sizes + 1:]
+        op(*args, **{k: _no_elements(v) for k, v in kwargs.items()})
+    return fn
+
+
+_SCALAR_CHECKED = ("uniform.default", "random.default", "random.to", "random.from", "bernoulli.p",
+                   "bernoulli_.float", "exponential.default", "geometric.default",
+                   "log_normal.default", "cauchy.default", "fill.Scalar",
+                   "masked_fill.Scalar", "index_fill.int_Scalar", "scalar_tensor.default",
+                   "full_like.default", "clamp.default", "clamp_min.default", "clamp_max.default",
+                   "threshold.default", "hardtanh.default", "lerp.Scalar", "pow.Tensor_Scalar")
+
+
+def _overload(name):
+    packet, overload = name.split(".")
+    return getattr(getattr(aten, packet, None), overload, None)
+
+
+# with the in-place forms, whose meta kernels run first and word some of these errors otherwise
+for _name in _SCALAR_CHECKED:
+    packet, overload = _name.split(".")
+    for _op in {_overload(_name), _overload(packet.rstrip("_") + "_." + overload)} - {None}:
+        check(_op)(_eager_scalar_checks(_op))
+check(aten.full.default)(_eager_scalar_checks(aten.full.default, sizes=0))
+check(aten.new_full.default)(_eager_scalar_checks(aten.new_full.default, sizes=1))
+check(aten.normal.float_float)(_eager_scalar_checks(aten.normal.float_float, sizes=2))
+
+
+def _alpha_check(op):
+    scalar_checks = _eager_scalar_checks(op)
+
+    def fn(*args, **kwargs):  # eager rejects a float alpha for integer results, a bool one for others
+        if "alpha" in kwargs or len(args) > 2:
+            scalar_checks(*args, **kwargs)
+    return fn
+
+
+for _op in (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.add_.Tensor,
+            aten.add_.Scalar, aten.sub_.Tensor, aten.sub_.Scalar):
+    check(_op)(_alpha_check(_op))
