@@ -94,6 +94,10 @@ def cpu_scalar_node(t: torch.Tensor) -> Node:
     return node
 
 
+# Views read by recorded calls so far: an in-place kernel that read one checks memory overlap.
+VIEW_READS = [0]
+
+
 class _Recorder:
     """Converts one call's arguments; `inputs` are the node's input nodes."""
     __slots__ = ("inputs", "key")
@@ -106,7 +110,11 @@ class _Recorder:
         st = getattr(t.untyped_storage(), "_lazyxla", None)  # only lazyxla storages carry state
         inputs = self.inputs
         if st is not None:
-            node = st.node if type(st) is Buffer else st.read()
+            if type(st) is Buffer:
+                node = st.node
+            else:
+                node = st.read()
+                VIEW_READS[0] += 1
             if t.is_conj():
                 node = math_bits(node, True, False)
             elif t.is_neg():

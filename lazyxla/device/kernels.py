@@ -12,7 +12,7 @@ from lazyxla.ir import buffer as buf
 from lazyxla.ir.node import data_node
 from lazyxla.jaxenv import type_name
 from lazyxla.lowering.registry import LOWERINGS, VIEWS, functional_variant, mutated_args
-from . import dispatch, fallback, transfer
+from . import dispatch, fallback, overlap, transfer
 
 aten = torch.ops.aten
 _libs = []
@@ -53,6 +53,7 @@ def _mutating_kernel(op):
     returns = len(op._schema.returns)
     from lazyxla.ir import meta
     _write, _converted, _state_of = dispatch.write_resizing, dispatch.converted, buf.state_of
+    view_reads, overlap_checked = dispatch.VIEW_READS, overlap.checked(op)
 
     def kernel(*args, **kwargs):
         n = len(args)
@@ -67,11 +68,14 @@ def _mutating_kernel(op):
                 if isinstance(x, torch.Tensor) and x.device.type != "lazyxla":
                     raise dispatch.device_mismatch(x)
                 flat_targets.append(x)
+        reads = view_reads[0]
         if inplace:  # one conversion serves both meta runs (fkw: kwargs with schema defaults)
             node, spec = dispatch.record_node(fop, low, args, fkw, validate=op)
         else:  # out= overloads: validate with the out tensors, record without them
             meta.infer(op, dispatch.convert_args(op, args, kwargs)[2], args, kwargs)
             node, spec = dispatch.record_node(fop, low, args, fkw)
+        if view_reads[0] != reads and overlap_checked:  # a view was read or is written
+            overlap.check(flat_targets, args, kwargs)
         values = dispatch.output_nodes(node, spec)
         if len(values) != len(flat_targets):
             raise RuntimeError(f"lazyxla: {op} writes {len(flat_targets)} tensors, its functional "

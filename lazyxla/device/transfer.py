@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir import buffer as buf
-from . import dispatch, fallback
+from . import dispatch, fallback, overlap
 
 aten = torch.ops.aten
 
@@ -28,8 +28,11 @@ def _traced_scalar(src) -> bool:
 
 def copy_(self, src, non_blocking=False):
     if self.device.type == "lazyxla":
+        views = type(buf.state_of(self)) is not buf.Buffer
         if src.device.type == "lazyxla":
-            node = dispatch.math_bits(buf.state_of(src).read(), src.is_conj() != self.is_conj(),
+            st = buf.state_of(src)
+            views = views or type(st) is not buf.Buffer
+            node = dispatch.math_bits(st.read(), src.is_conj() != self.is_conj(),
                               src.is_neg() != self.is_neg())
         elif src.device.type == "cpu":
             node = (dispatch.cpu_scalar_node(src) if _traced_scalar(src)
@@ -44,6 +47,8 @@ def copy_(self, src, non_blocking=False):
         if torch.broadcast_shapes(src.shape, self.shape) != self.shape:
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
                                f"shape {list(torch.broadcast_shapes(src.shape, self.shape))}")
+        if views:
+            overlap.check([self], (src,), {})
         dispatch.write(self, node)
         return self
     # device -> host

@@ -1,0 +1,68 @@
+"""Eager's memory-overlap errors for writes through views.
+
+A lazyxla write is functional, so writing into `x.expand(3, 4)` or adding `a[:-1]` into `a[1:]`
+would compute something; eager refuses both, since its result would depend on the order the kernel
+visits elements. Views report eager's strides and storage offsets (relative to their root buffer),
+so eager's own rules apply: a written tensor that is provably self-overlapping (a stride 0 over
+more than one element), or an input that partly overlaps the written tensor, is an error. Only
+calls that read or write a view get here (kernels.py), so whole-buffer writes cost nothing."""
+from __future__ import annotations
+
+import torch
+
+from lazyxla.ir.buffer import state_of
+
+_SELF = ("unsupported operation: more than one element of the written-to tensor refers to a single "
+         "memory location. Please clone() the tensor before performing the operation.")
+_PARTIAL = ("unsupported operation: some elements of the input tensor and the written-to tensor "
+            "refer to a single memory location. Please clone() the tensor before performing the "
+            "operation.")
+
+# In-place ops whose CPU kernels write without overlap checks (eager accepts them on an expanded
+# tensor: every copy of an element receives the same value).
+_UNCHECKED = frozenset(("fill_", "zero_", "masked_fill_", "index_fill_", "index_put_",
+                        "_index_put_impl_", "tril_", "triu_"))
+_NO, _YES = 0, 1  # torch._debug_has_internal_overlap: 0 when non-overlapping and dense, 2 unknown
+
+
+def checked(op) -> bool:
+    """Whether eager checks overlap for this in-place or out= overload."""
+    name = op._schema.name.split("::")[1]
+    if name in _UNCHECKED:
+        return False
+    if any(a.is_out for a in op._schema.arguments):  # out=: the pointwise kernels (TensorIterator)
+        return torch.Tag.pointwise in op.tags
+    return True
+
+
+def check(targets, args, kwargs) -> None:
+    """Raise eager's error if a written tensor overlaps itself or partly overlaps a tensor input."""
+    for t in targets:
+        if torch._debug_has_internal_overlap(t) == _YES:
+            raise RuntimeError(_SELF)
+    inputs = [a for a in _tensors(args, kwargs)]
+    for t in targets:
+        root = state_of(t).root
+        for a in inputs:
+            if a is not t and state_of(a).root is root and _partial(t, a):
+                raise RuntimeError(_PARTIAL)
+
+
+def _tensors(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        for x in (a if type(a) in (list, tuple) else (a,)):
+            if isinstance(x, torch.Tensor) and x.device.type == "lazyxla":
+                yield x
+
+
+def _partial(a, b) -> bool:
+    """eager's get_overlap_status(a, b) == Partial, for two tensors on one root buffer."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    if torch._debug_has_internal_overlap(a) != _NO or torch._debug_has_internal_overlap(b) != _NO:
+        return False  # not dense: eager cannot tell, and lets it pass
+    a0, b0 = a.storage_offset() * a.itemsize, b.storage_offset() * b.itemsize
+    a1, b1 = a0 + a.numel() * a.itemsize, b0 + b.numel() * b.itemsize
+    if a0 == b0 and a1 == b1:
+        return a.stride() != b.stride()
+    return a0 < b1 and b0 < a1
