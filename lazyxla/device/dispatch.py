@@ -168,9 +168,28 @@ _SLOT = [Slot(i) for i in range(_NSLOT)]  # Slot(i) without a call, for the firs
 _S0, _S1 = _SLOT[0], _SLOT[1]
 
 
+# Ops that take index tensors on the CPU with a lazyxla tensor, as CUDA's do (`x[cpu_index]`,
+# `x[cpu_index] = v`): the position of the index list. The indices move to the device per call.
+_CPU_INDICES = {torch.ops.aten.index.Tensor: 1, torch.ops.aten.index_put.default: 1,
+                torch.ops.aten.index_put_.default: 1, torch.ops.aten._index_put_impl_.default: 1,
+                torch.ops.aten._index_put_impl.default: 1}
+
+
+def _indices_to_device(args, pos):
+    indices = args[pos]
+    if not any(isinstance(i, torch.Tensor) and i.device.type == "cpu" and i.dim() for i in indices):
+        return args
+    moved = [i.to(_LAZY) if isinstance(i, torch.Tensor) and i.device.type == "cpu" and i.dim()
+             else i for i in indices]
+    return args[:pos] + (moved,) + args[pos + 1:]
+
+
 def convert_args(op, args, kwargs):
     """-> (inputs, attrs template, meta key). The key may be unhashable (meta.infer copes)."""
     info = op_info(op)
+    pos = _CPU_INDICES.get(op)
+    if pos is not None and len(args) > pos:
+        args = _indices_to_device(args, pos)
     r = _Recorder()
     pos = info.scalar_pos
     if info.like and args and isinstance(args[0], torch.Tensor):

@@ -113,3 +113,30 @@ def test_segment_reduce(reduce):
     check_grad(lambda a, n: torch.segment_reduce(a, reduce, lengths=n, initial=1.5), x, lengths)
     check_grad(lambda a, o: torch.segment_reduce(a, reduce, offsets=o, axis=1),
                x.T.contiguous(), torch.stack([offsets] * 3))
+
+
+def test_cpu_index_tensors_with_device_tensor_as_on_cuda():
+    """x[cpu_index] and x[cpu_index] = v take CPU index tensors, as CUDA does; index_select does not."""
+    import lazyxla
+    d = lazyxla.device()
+    x, i, j = torch.arange(12.0).view(3, 4), torch.tensor([0, 2, 2]), torch.tensor([1, 3, 0])
+    xd = x.to(d)
+    torch.testing.assert_close(xd[i].cpu(), x[i])
+    torch.testing.assert_close(xd[i, j.to(d)].cpu(), x[i, j])
+    for accumulate in (False, True):
+        expected = x.clone().index_put_((i,), torch.tensor(2.0), accumulate=accumulate)
+        got = xd.clone().index_put_((i,), torch.tensor(2.0).to(d), accumulate=accumulate)
+        torch.testing.assert_close(got.cpu(), expected)
+    y, yd = x.clone(), xd.clone()
+    y[i, j], yd[i, j] = -1.0, -1.0
+    torch.testing.assert_close(yd.cpu(), y)
+    w = torch.randn(5, 3, requires_grad=True)
+    wd = w.detach().to(d).requires_grad_()
+    w[i].pow(2).sum().backward()
+    wd[i].pow(2).sum().backward()
+    torch.testing.assert_close(wd.grad.cpu(), w.grad)
+    with pytest.raises(RuntimeError, match="same device"):
+        xd.index_select(0, i)
+    f = torch.compile(lambda t, idx: t[idx] * 2, backend="lazyxla")
+    for idx in (i, torch.tensor([1, 1])):  # a new index every call: never frozen into the program
+        torch.testing.assert_close(f(xd, idx).cpu(), x[idx] * 2)
