@@ -266,3 +266,43 @@ def _alpha_check(op):
 for _op in (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.add_.Tensor,
             aten.add_.Scalar, aten.sub_.Tensor, aten.sub_.Scalar):
     check(_op)(_alpha_check(_op))
+
+
+def _class_target(target):
+    if target.dtype not in (torch.int64, torch.uint8):
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {type_name(target.dtype)}")
+
+
+@check(aten.nll_loss_forward.default)
+def _nll_loss(x, target, weight, reduction, ignore_index):
+    if target.dim() > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if not 0 < x.dim() <= 2:
+        raise RuntimeError("input tensor should be 1D or 2D")
+    if not (x.dim() == 1 and target.dim() == 0) and (target.dim() == 0 or x.shape[0] != target.shape[0]):
+        raise RuntimeError(f"size mismatch (got input: {list(x.shape)}, target: {list(target.shape)})")
+    if weight is not None and (weight.dim() != 1 or weight.numel() != x.shape[-1]):
+        raise RuntimeError(f"weight tensor should be defined either for all {x.shape[-1]} classes or "
+                           f"no classes but got weight tensor of shape: {list(weight.shape)}")
+    _class_target(target)
+
+
+@check(aten.nll_loss2d_forward.default)
+def _nll_loss2d(x, target, weight, reduction, ignore_index):
+    if target.dim() != 3:
+        raise RuntimeError("only batches of spatial targets supported (3D tensors) but got targets of "
+                           f"dimension: {target.dim()}")
+    if x.dim() != 4:
+        raise RuntimeError("only batches of spatial inputs supported (4D tensors), but got input of "
+                           f"dimension: {x.dim()}")
+    if weight is not None and weight.numel() != x.shape[1]:
+        raise RuntimeError("weight tensor should be defined either for all or no classes")
+    if (x.shape[0], x.shape[2], x.shape[3]) != tuple(target.shape):
+        raise RuntimeError(f"size mismatch (got input: {list(x.shape)} , target: {list(target.shape)}")
+    _class_target(target)
+
+
+@check(aten.smooth_l1_loss.default)
+def _smooth_l1_loss(x, target, reduction=1, beta=1.0):
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")

@@ -72,6 +72,15 @@ BAD = {
     "int_pow_negative_scalar": lambda d: I.to(d) ** -1,
     "int_add_float_alpha": lambda d: I.to(d).add(I.to(d), alpha=1.5),
     "int_sub__float_alpha": lambda d: I.to(d).sub_(I.to(d), alpha=0.5),
+    # class-index losses
+    "cross_entropy_2d_class_target": lambda d: F.cross_entropy(X.to(d), torch.zeros(2, 2, dtype=torch.long).to(d)),
+    "cross_entropy_probabilities_of_wrong_shape": lambda d: F.cross_entropy(X.to(d), X[:, :2].to(d)),
+    "nll_loss_int32_target": lambda d: F.nll_loss(X.to(d), I[:2].int().to(d)),
+    "nll_loss_float_target": lambda d: F.nll_loss(X.to(d), torch.zeros(2).to(d)),
+    "nll_loss_weight_size": lambda d: F.nll_loss(X.to(d), I[:2].to(d), weight=torch.ones(2).to(d)),
+    "nll_loss2d_target_dims": lambda d: F.nll_loss(IMG.to(d), torch.zeros(1, 5, dtype=torch.long).to(d)),
+    "nll_loss2d_size_mismatch": lambda d: F.nll_loss(IMG.to(d), torch.zeros(1, 5, 4, dtype=torch.long).to(d)),
+    "smooth_l1_negative_beta": lambda d: F.smooth_l1_loss(X.to(d), X.to(d), beta=-1.0),
 }
 
 
@@ -116,6 +125,11 @@ GOOD = {
     "hardtanh_bounds": lambda d: F.hardtanh(X.to(d), -0.5, 0.5),
     "random__int64_from_only": lambda d: I.to(d).random_(3).clamp(0, 2) * 0,
     "uniform__half_in_range": lambda d: torch.zeros(3, dtype=torch.float16).to(d).uniform_(1, 1),
+    "cross_entropy_probabilities": lambda d: F.cross_entropy(X.to(d), X.softmax(1).to(d)),
+    "cross_entropy_no_batch": lambda d: F.cross_entropy(X[0].to(d), torch.tensor(2).to(d)),
+    "cross_entropy_spatial_weighted": lambda d: F.cross_entropy(
+        IMG.to(d), torch.tensor([[[0, 1, 2, 0, 1]] * 5]).to(d), weight=torch.tensor([1.0, 2.0, 3.0]).to(d)),
+    "smooth_l1_zero_beta": lambda d: F.smooth_l1_loss(X.to(d), X.flip(0).to(d), beta=0.0),
 }
 
 
