@@ -7,6 +7,8 @@ functional op and write the result into the mutated tensors; view ops record a v
 """
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from lazyxla.ir import buffer as buf
@@ -19,11 +21,24 @@ from . import rng
 _LAZY = "lazyxla"
 
 
+# Ops that take index tensors on the CPU with a lazyxla tensor, as CUDA's do (`x[cpu_index]`,
+# `x[cpu_index] = v`): the position of the index list. The indices move to the device per call.
+_CPU_INDICES = {torch.ops.aten.index.Tensor: 1, torch.ops.aten.index_put.default: 1,
+                torch.ops.aten.index_put_.default: 1, torch.ops.aten._index_put_impl_.default: 1,
+                torch.ops.aten._index_put_impl.default: 1}
+
+
+_UIDS = itertools.count()
+
+
 class _OpInfo:
-    """Per-overload facts computed once: which arguments are runtime scalars."""
-    __slots__ = ("scalar_pos", "scalar_kw", "returns_list", "like")
+    """Per-overload facts computed once: which arguments are runtime scalars. `uid` stands for the
+    op in signatures (an OpOverload hashes in Python, a dict lookup of a small int does not)."""
+    __slots__ = ("scalar_pos", "scalar_kw", "returns_list", "like", "uid", "cpu_indices")
 
     def __init__(self, op):
+        self.uid = next(_UIDS)
+        self.cpu_indices = _CPU_INDICES.get(op)
         # Scalar arguments, and Python numbers passed where the schema takes a Tensor (PyTorch's
         # "wrapped numbers", as in `x * 0.5` -> mul.Tensor), are runtime values.
         args = op._schema.arguments
@@ -168,13 +183,6 @@ _SLOT = [Slot(i) for i in range(_NSLOT)]  # Slot(i) without a call, for the firs
 _S0, _S1 = _SLOT[0], _SLOT[1]
 
 
-# Ops that take index tensors on the CPU with a lazyxla tensor, as CUDA's do (`x[cpu_index]`,
-# `x[cpu_index] = v`): the position of the index list. The indices move to the device per call.
-_CPU_INDICES = {torch.ops.aten.index.Tensor: 1, torch.ops.aten.index_put.default: 1,
-                torch.ops.aten.index_put_.default: 1, torch.ops.aten._index_put_impl_.default: 1,
-                torch.ops.aten._index_put_impl.default: 1}
-
-
 def _indices_to_device(args, pos):
     indices = args[pos]
     if not any(isinstance(i, torch.Tensor) and i.device.type == "cpu" and i.dim() for i in indices):
@@ -184,10 +192,11 @@ def _indices_to_device(args, pos):
     return args[:pos] + (moved,) + args[pos + 1:]
 
 
-def convert_args(op, args, kwargs):
+def convert_args(op, args, kwargs, info=None):
     """-> (inputs, attrs template, meta key). The key may be unhashable (meta.infer copes)."""
-    info = op_info(op)
-    pos = _CPU_INDICES.get(op)
+    if info is None:
+        info = op_info(op)
+    pos = info.cpu_indices
     if pos is not None and len(args) > pos:
         args = _indices_to_device(args, pos)
     r = _Recorder()
@@ -206,7 +215,7 @@ def convert_args(op, args, kwargs):
         tkw = tuple(tkw)
     else:
         tkw = ()
-    return r.inputs, (targs, tkw), (op, tuple(r.key))
+    return r.inputs, (targs, tkw), (info.uid, tuple(r.key))
 
 
 _GETITEM = Lowering("getitem", lambda xs, i: xs[i])
@@ -215,17 +224,10 @@ _GETITEM = Lowering("getitem", lambda xs, i: xs[i])
 def output_nodes(node, spec) -> list:
     """The nodes of a recorded node's outputs (None for an undefined one), without tensors: what
     in-place and out= kernels write into their targets."""
-    if meta.is_tensor_spec(spec):
+    if node.shape is not None:  # one tensor (a multi-output node has no shape of its own)
         return [node]
     return [None if s is None else Node(_GETITEM, (node,), ((_S0, i), ()), s[0], s[1], key=i)
             for i, s in enumerate(spec)]
-
-
-def outputs_for(node, spec):
-    """Tensors for a recorded node: one, or a tuple for a multi-output op."""
-    if meta.is_tensor_spec(spec):
-        return buf.wrap_node(node)
-    return tuple(None if n is None else buf.wrap_node(n) for n in output_nodes(node, spec))
 
 
 class PendingBudget:
@@ -266,31 +268,37 @@ def _install():
 _install()
 
 
-def record_node(op, low: Lowering, args, kwargs, validate=None):
+def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     """The IR node of a functional op call, and its output spec. `validate`: the in-place overload
     being recorded; its meta kernel runs (cached) on the same arguments, so PyTorch's in-place
-    broadcasting and casting errors are raised before anything is recorded."""
+    broadcasting and casting errors are raised before anything is recorded. `info`: op's
+    op_info, where the caller holds it."""
     BUDGET.tick()
-    inputs, attrs, key = convert_args(op, args, kwargs)
+    inputs, attrs, key = convert_args(op, args, kwargs, info)
     if validate is not None:
-        meta.infer(validate, None if key is None else (validate,) + key[1:], args, kwargs)
-    spec, kid = meta.infer_keyed(op, key, args, kwargs)
+        meta.infer(validate, None if key is None else (op_info(validate).uid,) + key[1:], args,
+                   kwargs)
+    spec, kid, single = meta.infer_keyed(op, key, args, kwargs)
     if low.random:
         inputs.append(scalar_node(rng.next_seed(), torch.int64, rng=True))
         attrs = (attrs[0], attrs[1] + (("_key", Slot(len(inputs) - 1)),))
-    if meta.is_tensor_spec(spec):
+    if single:
         return Node(low, tuple(inputs), attrs, spec[0], spec[1], key=kid), spec
     if not spec:  # an op with no tensor outputs (e.g. an empty _foreach list)
         return None, spec
     return Node(low, tuple(inputs), attrs, None, spec, key=kid), spec
 
 
-def record(op, low, args, kwargs):
-    node, spec = record_node(op, low, args, kwargs)
+def record(op, low, args, kwargs, info=None):
+    if info is None:
+        info = op_info(op)
+    node, spec = record_node(op, low, args, kwargs, info=info)
     if node is None:
         return [] if isinstance(spec, (list, tuple)) else spec
-    out = outputs_for(node, spec)
-    return list(out) if op_info(op).returns_list and type(out) is tuple else out
+    if node.shape is not None:  # one tensor
+        return buf.wrap_node(node)
+    out = tuple(None if n is None else buf.wrap_node(n) for n in output_nodes(node, spec))
+    return list(out) if info.returns_list else out
 
 
 # ---------------------------------------------------------------- writes
@@ -325,7 +333,7 @@ def write_resizing(t: torch.Tensor, node: Node) -> None:
         t.data = buf.wrap_node(converted(node, node.shape, t.dtype))
 
 
-def record_view(op, low: Lowering, self, args, kwargs):
+def record_view(op, low: Lowering, self, args, kwargs, info=None):
     st = getattr(self.untyped_storage(), "_lazyxla", None)
     if st is None:
         raise device_mismatch(self)
@@ -341,8 +349,8 @@ def record_view(op, low: Lowering, self, args, kwargs):
     kw = tuple([(k, r.value(v, False)) for k, v in kwargs.items()]) if kwargs else ()
     if r.inputs:
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
-    key = (op, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
-    (shape, dtype), kid = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
+    key = ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
+    (shape, dtype), kid, _ = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
     layout = meta.view_layout(op, key, self, args, kwargs)
     entry = (low, ((_S0,) + rest, kw), ((_S0, _S1) + rest, kw), shape, dtype, kid)
     view = View(st.root, chain + (entry,))

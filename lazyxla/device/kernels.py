@@ -26,9 +26,11 @@ def _is_composite_implicit(op) -> bool:
 
 
 def _functional_kernel(op, low):
+    info = dispatch.op_info(op)
+
     def kernel(*args, **kwargs):
         try:
-            return dispatch.record(op, low, args, kwargs)
+            return dispatch.record(op, low, args, kwargs, info)
         except NotImplementedError:
             # No static output shape (e.g. index.Tensor with a boolean mask: its meta kernel
             # needs nonzero): run it on the CPU, as an op without a lowering would.
@@ -54,6 +56,7 @@ def _mutating_kernel(op):
     from lazyxla.ir import meta
     _write, _converted, _state_of = dispatch.write_resizing, dispatch.converted, buf.state_of
     view_reads, overlap_checked = dispatch.VIEW_READS, overlap.checked(op)
+    info = dispatch.op_info(fop)
 
     def kernel(*args, **kwargs):
         n = len(args)
@@ -70,10 +73,10 @@ def _mutating_kernel(op):
                 flat_targets.append(x)
         reads = view_reads[0]
         if inplace:  # one conversion serves both meta runs (fkw: kwargs with schema defaults)
-            node, spec = dispatch.record_node(fop, low, args, fkw, validate=op)
+            node, spec = dispatch.record_node(fop, low, args, fkw, validate=op, info=info)
         else:  # out= overloads: validate with the out tensors, record without them
             meta.infer(op, dispatch.convert_args(op, args, kwargs)[2], args, kwargs)
-            node, spec = dispatch.record_node(fop, low, args, fkw)
+            node, spec = dispatch.record_node(fop, low, args, fkw, info=info)
         if view_reads[0] != reads and overlap_checked:  # a view was read or is written
             overlap.check(flat_targets, args, kwargs)
         values = dispatch.output_nodes(node, spec)
@@ -99,8 +102,10 @@ def _mutating_kernel(op):
 
 
 def _view_kernel(op, low):
+    info = dispatch.op_info(op)
+
     def kernel(self, *args, **kwargs):
-        return dispatch.record_view(op, low, self, args, kwargs)
+        return dispatch.record_view(op, low, self, args, kwargs, info)
     return kernel
 
 

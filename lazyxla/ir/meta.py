@@ -52,8 +52,9 @@ def infer(op, key, args, kwargs):
 
 
 def infer_keyed(op, key, args, kwargs):
-    """(output spec, the signature's id): a small int standing for `key` (equal keys, equal ids),
-    so the graph cut compares a recorded node by one int; None when the key is unhashable."""
+    """(output spec, the signature's id, whether the spec is one tensor's). The id is a small int
+    standing for `key` (equal keys, equal ids), so the graph cut compares a recorded node by one
+    int; None when the key is unhashable."""
     try:
         hit = _CACHE.get(key) if key is not None else None
     except TypeError:  # an unhashable argument: infer without caching
@@ -71,9 +72,9 @@ def infer_keyed(op, key, args, kwargs):
     _check_empty_inputs(op, args, kwargs)
     out = _masked(op, args, kwargs, out)
     if key is None:
-        return out, None
+        return out, None, is_tensor_spec(out)
     # (a spec may be None: in-place _foreach ops return nothing)
-    hit = _CACHE[key] = (out, next(_IDS))
+    hit = _CACHE[key] = (out, next(_IDS), is_tensor_spec(out))
     return hit
 
 
