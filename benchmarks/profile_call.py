@@ -76,8 +76,9 @@ def main(out_path, calls=3000, threads=1):
         exe, inp = captured[0]
 
         def compiled():
-            cm(x)
+            out = cm(x)  # held: wait() waits only for results still referenced
             lazyxla.wait()
+            return out
 
         def direct():
             jax.block_until_ready(exe(*inp))
