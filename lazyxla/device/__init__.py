@@ -55,6 +55,11 @@ class _BackendModule:
         rng.set_state(state.tolist())
 
     @staticmethod
+    def get_amp_supported_dtype():
+        """torch.autocast("lazyxla", dtype=...) accepts these."""
+        return [torch.bfloat16, torch.float16]
+
+    @staticmethod
     def synchronize(device=None):
         from lazyxla.runtime.executor import wait
         wait()
@@ -77,9 +82,10 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import copying, modules
+    from . import autocast, copying, modules
     modules.install()
     copying.install()
+    autocast.install()
     _backward_on_calling_thread()
     _replay_views()
     _registered = True

@@ -95,7 +95,7 @@ def _mutating_kernel(op):
             _state_of(t).write(_converted(v, t.shape, dtype))
         if not returns:  # _foreach_add_ and friends return nothing
             return None
-        if len(targets) == 1:
+        if returns == 1:  # (_amp_update_scale_ writes two tensors and returns the first)
             return targets[0]
         return tuple(targets)
     return kernel

@@ -38,10 +38,11 @@ def _spec(out):
         return (tuple(out.shape), out.dtype)
     if isinstance(out, (list, tuple)):
         specs = tuple(_spec(o) for o in out)
-        if specs and all(type(x) is tuple and not is_tensor_spec(x) for x in specs):
-            # several lists (the fused optimizers' functional forms): one flat tuple of outputs,
-            # in order, as the in-place kernel writes them
-            return tuple(x for group in specs for x in group)
+        if (all(type(x) is tuple for x in specs)
+                and any(not is_tensor_spec(x) for x in specs)):
+            # lists among the outputs (the functional forms of the fused optimizers and of AMP's
+            # unscale): one flat tuple of outputs, in order, as the in-place kernel writes them
+            return tuple(y for x in specs for y in ((x,) if is_tensor_spec(x) else x))
         return specs
     return out
 

@@ -185,3 +185,29 @@ def _fused_adam_math(decoupled):
 
 register(aten._fused_adamw.default, runtime=_HYPER)(_fused_adam_math(decoupled=True))
 register(aten._fused_adam.default, runtime=_HYPER)(_fused_adam_math(decoupled=False))
+
+
+# GradScaler (torch.amp): unscale the grads, flagging a non-finite value in any of them; then grow
+# or back off the scale. As PyTorch's kernels: grads are unscaled in their math type, found_inf
+# becomes 1 and is never reset here, and a grown scale that would be inf is not taken.
+@register(aten._amp_foreach_non_finite_check_and_unscale.default)
+def amp_unscale(grads, found_inf, inv_scale):
+    outs, bad = [], jnp.zeros((), bool)
+    for g in grads:
+        bad = bad | ~jnp.all(jnp.isfinite(g))
+        ct = jnp.promote_types(g.dtype, jnp.float32)
+        outs.append((g.astype(ct) * inv_scale.astype(ct).reshape(())).astype(g.dtype))
+    return tuple(outs) + (jnp.where(bad, jnp.ones_like(found_inf), found_inf),)
+
+
+@register(aten._amp_update_scale.default)
+def amp_update_scale(scale, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor,
+                     growth_interval):
+    inf = found_inf != 0
+    successful = growth_tracker + 1
+    grow = ~inf & (successful == growth_interval)
+    grown = scale * scale_growth_factor
+    new_scale = jnp.where(inf, scale * scale_backoff_factor,
+                          jnp.where(grow & jnp.isfinite(grown), grown, scale))
+    tracker = jnp.where(inf | grow, jnp.zeros_like(growth_tracker), successful)
+    return new_scale.astype(scale.dtype), tracker.astype(growth_tracker.dtype)
