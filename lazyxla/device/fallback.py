@@ -44,7 +44,7 @@ def _lazy_tensors(tree, acc):
 def materialize(tensors) -> None:
     """Execute whatever is pending below `tensors` (one program)."""
     roots = {id(buf.state_of(t).root): buf.state_of(t).root for t in tensors}
-    executor.sync_buffers(list(roots.values()))
+    executor.sync_isolating(list(roots.values()))
 
 
 def to_cpu(t: torch.Tensor) -> torch.Tensor:
@@ -55,7 +55,7 @@ def to_cpu(t: torch.Tensor) -> torch.Tensor:
         node = st.read()
     else:  # a view: its root and the view's own value in one program
         tmp = buf.Buffer(st.read())
-        executor.sync_buffers([st.root, tmp])
+        executor.sync_isolating([st.root, tmp])
         node = tmp.node
     with metrics.timed("TransferFromDeviceTime"):
         return to_host(node.data)

@@ -182,12 +182,17 @@ def sync_all() -> None:
     metrics.counter_inc("MarkStep")
     for fn in _sync_listeners:
         fn()
-    pending = list(buf.PENDING)
+    sync_isolating(list(buf.PENDING))
+
+
+def sync_isolating(buffers) -> None:
+    """sync_buffers, except that a failing computation loses no other result: every other buffer
+    is committed, then the error is raised (see _sync_isolating). sync() and reads use this."""
     try:
-        sync_buffers(pending)
+        sync_buffers(buffers)
     except Exception:
         errors: list = []
-        _sync_isolating(pending, errors)
+        _sync_isolating(buffers, errors)
         if errors:
             raise errors[0]
 

@@ -44,3 +44,19 @@ def test_tensor_updated_in_place_by_a_failing_computation_keeps_its_synced_value
     w.add_(1)  # and it is usable again
     lazyxla.sync()
     torch.testing.assert_close(w.cpu(), torch.full((7, 6), 3.0))
+
+
+def test_a_read_isolates_a_failing_write_as_sync_does(failing_sin):
+    """Reading a tensor whose pending in-place write fails raises once; the tensor keeps its value
+    from before the write (as eager's does when an in-place op raises), with no sync() needed."""
+    w = torch.full((7, 4), 2.0, device=D)
+    lazyxla.sync()
+    w.sin_()
+    with pytest.raises(ValueError, match="boom"):
+        w.cpu()
+    torch.testing.assert_close(w.cpu(), torch.full((7, 4), 2.0))
+    view = w[1:]
+    w.sin_()
+    with pytest.raises(ValueError, match="boom"):
+        view.cpu()  # through a view: its root is reverted too
+    torch.testing.assert_close(view.cpu(), torch.full((6, 4), 2.0))
