@@ -28,16 +28,17 @@ def user_site() -> str | None:
     return None
 
 
-def _lazy_tensors(tree, acc):
+def lazy_tensors(tree, acc):
+    """The lazyxla tensors in a tree of lists, tuples and dicts, appended to `acc`."""
     if isinstance(tree, torch.Tensor):
         if tree.device.type == "lazyxla":
             acc.append(tree)
     elif isinstance(tree, (list, tuple)):
         for x in tree:
-            _lazy_tensors(x, acc)
+            lazy_tensors(x, acc)
     elif isinstance(tree, dict):
         for x in tree.values():
-            _lazy_tensors(x, acc)
+            lazy_tensors(x, acc)
     return acc
 
 
@@ -78,7 +79,7 @@ def _map(tree, fn):
 def cpu_fallback(op, args, kwargs):
     name = op._schema.name.split("::")[-1] + ("" if op._overloadname == "default" else f".{op._overloadname}")
     metrics.record_fallback(name, user_site())
-    lazy = _lazy_tensors((args, kwargs), [])
+    lazy = lazy_tensors((args, kwargs), [])
     for t in lazy:
         if not supports_dtype(t.dtype):
             raise TypeError(f"lazyxla: dtype {t.dtype} is not supported ({op})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir.buffer import state_of
+from .fallback import lazy_tensors
 
 _SELF = ("unsupported operation: more than one element of the written-to tensor refers to a single "
          "memory location. Please clone() the tensor before performing the operation.")
@@ -40,19 +41,12 @@ def check(targets, args, kwargs) -> None:
     for t in targets:
         if torch._debug_has_internal_overlap(t) == _YES:
             raise RuntimeError(_SELF)
-    inputs = [a for a in _tensors(args, kwargs)]
+    inputs = lazy_tensors((args, kwargs), [])
     for t in targets:
         root = state_of(t).root
         for a in inputs:
             if a is not t and state_of(a).root is root and _partial(t, a):
                 raise RuntimeError(_PARTIAL)
-
-
-def _tensors(args, kwargs):
-    for a in list(args) + list(kwargs.values()):
-        for x in (a if type(a) in (list, tuple) else (a,)):
-            if isinstance(x, torch.Tensor) and x.device.type == "lazyxla":
-                yield x
 
 
 def _partial(a, b) -> bool:
