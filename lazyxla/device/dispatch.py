@@ -354,6 +354,15 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
     layout = meta.view_layout(op, key, self, args, kwargs)
     entry = (low, ((_S0,) + rest, kw), ((_S0, _S1) + rest, kw), shape, dtype, kid)
     view = View(st.root, chain + (entry,))
+    if torch.is_inference_mode_enabled() and not self.is_inference():
+        # eager's view of a normal tensor is a normal tensor, even in inference mode (autograd
+        # then shares the base's version counter, which an inference tensor cannot take)
+        with torch.inference_mode(False):
+            return _view_tensor(view, shape, dtype, layout)
+    return _view_tensor(view, shape, dtype, layout)
+
+
+def _view_tensor(view, shape, dtype, layout):
     if layout is None:
         return new_tensor(view, shape, dtype)
     return buf.new_strided_tensor(view, shape, dtype, *layout)

@@ -1,4 +1,6 @@
 """Views alias their base: a write through any view is seen by the base and every other view."""
+import copy
+
 import pytest
 import torch
 
@@ -229,3 +231,27 @@ def test_view_between_complex_and_float_dtypes_reinterprets_and_writes_through()
         back.add_(0.5)
         return x, z, back, z.view(torch.int64)
     both(f)
+
+
+def test_views_in_inference_mode_follow_eager():
+    """A view of a normal tensor made in inference mode is a normal tensor (eager's rule): a module's
+    weight.t() in F.linear failed with 'Cannot set version_counter for inference tensor'."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    x = torch.randn(5, 3)
+    results = {}
+    for dev in ("cpu", lazyxla.device()):
+        m = copy.deepcopy(model).to(dev)
+        with torch.inference_mode():
+            y = m(x.to(dev))
+            v, made = m[0].weight.t(), torch.ones(3, device=dev)
+            flags = (y.is_inference(), v.is_inference(), made[1:].is_inference())
+        with pytest.raises(RuntimeError, match="created in inference mode"):
+            v.add_(1)
+        results[str(dev)] = (y.cpu(), flags)
+    (y_cpu, f_cpu), (y_dev, f_dev) = results.values()
+    assert f_dev == f_cpu == (True, False, True)
+    torch.testing.assert_close(y_dev, y_cpu)
+    compiled = torch.compile(copy.deepcopy(model).to(lazyxla.device()), backend="lazyxla")
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(x.to(lazyxla.device())).cpu(), y_cpu)
