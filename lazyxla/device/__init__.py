@@ -10,9 +10,34 @@ from . import rng
 _registered = False
 
 
+class _DeviceContext:
+    """`torch.lazyxla.device(d)`: selects the device (there is one), as torch.cuda.device does.
+    torch.utils.checkpoint and torch.load enter it around RNG state and storage moves."""
+
+    def __init__(self, device=None):
+        if isinstance(device, (str, torch.device)):
+            device = torch.device(device)
+            if device.type != "lazyxla":
+                raise ValueError(f"lazyxla: not a lazyxla device: {device}")
+            device = device.index
+        if device not in (None, 0, -1):
+            raise RuntimeError(f"lazyxla: invalid device index {device}: lazyxla has one device, "
+                               "lazyxla:0")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 class _BackendModule:
     """`torch.lazyxla`: what PyTorch asks of a device module (torch.manual_seed calls
-    manual_seed_all here, so seeding reaches the device RNG)."""
+    manual_seed_all here, so seeding reaches the device RNG). `_initialized`: the device is always
+    ready, so torch.utils.checkpoint saves and restores its RNG state around a recomputation."""
+
+    _initialized = True
+    device = _DeviceContext
 
     @staticmethod
     def is_initialized():
@@ -82,10 +107,11 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import autocast, copying, modules
+    from . import autocast, copying, modules, pinning
     modules.install()
     copying.install()
     autocast.install()
+    pinning.install()
     _backward_on_calling_thread()
     _replay_views()
     _registered = True

@@ -14,6 +14,7 @@ import functools
 import torch
 
 from lazyxla.ir import buffer as buf
+from . import dispatch, fallback
 
 _installed = False
 
@@ -60,10 +61,32 @@ def _reduce(original):
     return _reduce_ex_internal
 
 
+def _restore_location(storage, location):
+    """torch.load's step for each saved storage whose map_location names lazyxla: its bytes move
+    to the device as one buffer (PyTorch's own step allocates a device storage, which a Python
+    backend cannot). The tensors rebuilt on it (set_) view it in their dtypes."""
+    if not isinstance(location, str) or not location.startswith("lazyxla"):
+        return None
+    dispatch.check_device_index(torch.device(location))
+    if storage.device.type != "cpu":
+        storage = storage.cpu()
+    data = torch.empty(0, dtype=torch.uint8).set_(storage)  # the storage's bytes, not copied
+    state = buf.state_of(fallback.from_cpu(data))
+    # torch.load reuses a restored storage for the next tensor on it only if its data pointer is
+    # not null: this one points at the host bytes it was loaded from (kept alive with it, never
+    # written), so that tensors saved on one storage share one buffer again.
+    out = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), torch.device("lazyxla"),
+                                                        storage.nbytes())
+    out._lazyxla_host_bytes = storage
+    return buf.attach_storage(out, state)
+
+
 def install() -> None:
     global _installed
     if _installed:
         return
     torch.Tensor.__deepcopy__ = _deepcopy(torch.Tensor.__deepcopy__)
     torch.Tensor._reduce_ex_internal = _reduce(torch.Tensor._reduce_ex_internal)
+    # before PyTorch's PrivateUse1 step (priority 23); None for every other location
+    torch.serialization.register_package(11, lambda obj: None, _restore_location)
     _installed = True

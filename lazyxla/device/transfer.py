@@ -122,6 +122,35 @@ def set_source_tensor(self, source):
     return self
 
 
+def set_source_storage(self, source, storage_offset=0, size=None, stride=()):
+    """x.set_(storage, offset, size, stride): x views that lazyxla storage's data, addressed in x's
+    dtype. torch.load rebuilds every tensor so (copying.py moves each saved storage to the device
+    as one buffer), and tensors saved from one storage share one buffer again."""
+    st = getattr(source, "_lazyxla", None)
+    if st is None:
+        raise RuntimeError(f"lazyxla: set_ to a storage on {source.device} that holds no lazyxla data")
+    root = st.root
+    with torch.no_grad():
+        flat = buf.new_tensor(root, root.node.shape, root.node.dtype).view(-1)
+        if flat.dtype != self.dtype:
+            if flat.numel() * flat.itemsize % self.itemsize:
+                raise RuntimeError(f"lazyxla: a storage of {flat.numel() * flat.itemsize} bytes "
+                                   f"does not hold whole {self.dtype} elements")
+            flat = flat.view(torch.uint8).view(self.dtype)
+        if size is None:
+            size, stride = (flat.numel(),), (1,)
+        self.data = flat.as_strided(size, stride or _contiguous(size), storage_offset)
+    return self
+
+
+def _contiguous(size):
+    stride, n = [], 1
+    for s in reversed(size):
+        stride.append(n)
+        n *= max(s, 1)
+    return tuple(reversed(stride))
+
+
 def equal(self, other):
     """torch.equal reads a value: compared on the device, one bool read back."""
     if self.shape != other.shape:
@@ -134,6 +163,8 @@ def equal(self, other):
 KERNELS = {
     aten.equal.default: equal,
     aten.set_.source_Tensor: set_source_tensor,
+    aten.set_.source_Storage: set_source_storage,
+    aten.set_.source_Storage_storage_offset: set_source_storage,
     aten.copy_.default: copy_,
     aten._copy_from.default: _copy_from,
     aten._copy_from_and_resize.default: _copy_from_and_resize,

@@ -129,6 +129,11 @@ def attach(t: torch.Tensor, state) -> torch.Tensor:
     return t
 
 
+def attach_storage(storage, state):
+    setattr(storage, _ATTR, state)
+    return storage
+
+
 def new_tensor(state, shape, dtype: torch.dtype) -> torch.Tensor:
     """A real torch.Tensor on the lazyxla device with no host memory, carrying `state`."""
     t = torch._C._acc.create_empty_tensor(shape, dtype)
