@@ -306,3 +306,16 @@ def _nll_loss2d(x, target, weight, reduction, ignore_index):
 def _smooth_l1_loss(x, target, reduction=1, beta=1.0):
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+
+
+@check(aten.multinomial.default)
+def _multinomial(probs, num_samples, replacement=False, *, generator=None):
+    if not 1 <= probs.dim() <= 2:
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not probs.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{type_name(probs.dtype)}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > probs.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")

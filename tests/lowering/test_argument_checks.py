@@ -81,6 +81,10 @@ BAD = {
     "nll_loss2d_target_dims": lambda d: F.nll_loss(IMG.to(d), torch.zeros(1, 5, dtype=torch.long).to(d)),
     "nll_loss2d_size_mismatch": lambda d: F.nll_loss(IMG.to(d), torch.zeros(1, 5, 4, dtype=torch.long).to(d)),
     "smooth_l1_negative_beta": lambda d: F.smooth_l1_loss(X.to(d), X.to(d), beta=-1.0),
+    "multinomial_more_than_categories": lambda d: torch.multinomial(X.abs().to(d), 4),
+    "multinomial_zero_samples": lambda d: torch.multinomial(X.abs().to(d), 0),
+    "multinomial_3d": lambda d: torch.multinomial(X.abs()[None].to(d), 1),
+    "multinomial_long": lambda d: torch.multinomial(I.to(d), 1),
 }
 
 
@@ -130,6 +134,7 @@ GOOD = {
     "cross_entropy_spatial_weighted": lambda d: F.cross_entropy(
         IMG.to(d), torch.tensor([[[0, 1, 2, 0, 1]] * 5]).to(d), weight=torch.tensor([1.0, 2.0, 3.0]).to(d)),
     "smooth_l1_zero_beta": lambda d: F.smooth_l1_loss(X.to(d), X.flip(0).to(d), beta=0.0),
+    "multinomial_all_categories": lambda d: torch.multinomial(X.abs().to(d), 3).sort(-1).values,
 }
 
 
