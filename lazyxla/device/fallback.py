@@ -93,6 +93,11 @@ def cpu_fallback(op, args, kwargs):
     cargs = _map(args, to_host_arg)
     ckw = {k: devkw(_map(v, to_host_arg)) for k, v in kwargs.items()}
     out = op(*cargs, **ckw)
+    if any(o.is_nested for o in _flat(out)):
+        raise NotImplementedError(
+            f"lazyxla: {name} makes a nested tensor; lazyxla has no nested tensors. "
+            "nn.TransformerEncoder takes this path in eval mode with a src_key_padding_mask: "
+            "construct it with enable_nested_tensor=False.")
     # Mutated arguments: copy the CPU result back into the device tensors they came from.
     back = {}
     for t in lazy:

@@ -74,3 +74,24 @@ def test_dataloader_pin_memory_is_a_no_op():
     torch.testing.assert_close(torch.cat([b[0] for b in loader]), data.tensors[0])
     t = torch.ones(2)
     assert t.pin_memory() is t
+
+
+def test_transformer_encoder_padding_mask_needs_no_nested_tensor():
+    """Eval mode with a padding mask takes PyTorch's nested-tensor path: a clear error naming the
+    remedy (it failed deep in the CPU fallback); with enable_nested_tensor=False it matches eager
+    on every unpadded position."""
+    torch.manual_seed(0)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    x = torch.randn(2, 5, 8)
+    for nested in (True, False):
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+        model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested).eval()
+        with torch.no_grad():
+            expected = model(x, src_key_padding_mask=mask)
+            model = model.to(D)
+            if nested:
+                with pytest.raises(NotImplementedError, match="enable_nested_tensor=False"):
+                    model(x.to(D), src_key_padding_mask=mask.to(D))
+                continue
+            got = model(x.to(D), src_key_padding_mask=mask.to(D)).cpu()
+        torch.testing.assert_close(got[~mask], expected[~mask], rtol=1e-4, atol=1e-5)
