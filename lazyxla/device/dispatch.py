@@ -109,8 +109,16 @@ def cpu_scalar_node(t: torch.Tensor) -> Node:
     return node
 
 
-# Views read by recorded calls so far: an in-place kernel that read one checks memory overlap.
-VIEW_READS = [0]
+class ViewWatch:
+    """While an in-place or out= kernel records (`on`), the roots of the views its call reads:
+    its write can overlap memory only through them (overlap.py)."""
+    __slots__ = ("on", "roots")
+
+    def __init__(self):
+        self.on, self.roots = False, []
+
+
+VIEW_WATCH = ViewWatch()
 
 
 class _Recorder:
@@ -129,7 +137,8 @@ class _Recorder:
                 node = st.node
             else:
                 node = st.read()
-                VIEW_READS[0] += 1
+                if VIEW_WATCH.on:
+                    VIEW_WATCH.roots.append(st.root)
             if t.is_conj():
                 node = math_bits(node, True, False)
             elif t.is_neg():

@@ -55,7 +55,7 @@ def _mutating_kernel(op):
     returns = len(op._schema.returns)
     from lazyxla.ir import meta
     _write, _converted, _state_of = dispatch.write_resizing, dispatch.converted, buf.state_of
-    view_reads, overlap_checked = dispatch.VIEW_READS, overlap.checked(op)
+    watch, overlap_checked = dispatch.VIEW_WATCH, overlap.checked(op)
     info = dispatch.op_info(fop)
 
     def kernel(*args, **kwargs):
@@ -71,14 +71,20 @@ def _mutating_kernel(op):
                 if isinstance(x, torch.Tensor) and x.device.type != "lazyxla":
                     raise dispatch.device_mismatch(x)
                 flat_targets.append(x)
-        reads = view_reads[0]
-        if inplace:  # one conversion serves both meta runs (fkw: kwargs with schema defaults)
-            node, spec = dispatch.record_node(fop, low, args, fkw, validate=op, info=info)
-        else:  # out= overloads: validate with the out tensors, record without them
-            meta.infer(op, dispatch.convert_args(op, args, kwargs)[2], args, kwargs)
-            node, spec = dispatch.record_node(fop, low, args, fkw, info=info)
-        if view_reads[0] != reads and overlap_checked:  # a view was read or is written
-            overlap.check(flat_targets, args, kwargs)
+        if overlap_checked:
+            watch.roots = view_roots = []
+            watch.on = True
+        try:
+            if inplace:  # one conversion serves both meta runs (fkw: kwargs with schema defaults)
+                node, spec = dispatch.record_node(fop, low, args, fkw, validate=op, info=info)
+            else:  # out= overloads: validate with the out tensors, record without them
+                meta.infer(op, dispatch.convert_args(op, args, kwargs)[2], args, kwargs)
+                node, spec = dispatch.record_node(fop, low, args, fkw, info=info)
+        finally:
+            watch.on = False
+        if overlap_checked and view_roots:  # a view was read, or is written
+            watch.roots = []
+            overlap.check(flat_targets, args, kwargs, view_roots)
         values = dispatch.output_nodes(node, spec)
         if len(values) != len(flat_targets):
             raise RuntimeError(f"lazyxla: {op} writes {len(flat_targets)} tensors, its functional "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from lazyxla.ir.buffer import state_of
+from lazyxla.ir.buffer import Buffer, state_of
 from .fallback import lazy_tensors
 
 _SELF = ("unsupported operation: more than one element of the written-to tensor refers to a single "
@@ -36,16 +36,24 @@ def checked(op) -> bool:
     return True
 
 
-def check(targets, args, kwargs) -> None:
-    """Raise eager's error if a written tensor overlaps itself or partly overlaps a tensor input."""
+def check(targets, args, kwargs, view_roots=None) -> None:
+    """Raise eager's error if a written tensor overlaps itself or partly overlaps a tensor input.
+    `view_roots`: the roots of the views the call read (None: check every target). A written
+    whole buffer none of whose views was read overlaps no input partly (an optimizer's foreach
+    ops write whole buffers and read grads, views of other buffers: one lookup each)."""
+    watched = None if view_roots is None else {id(r) for r in view_roots}
+    inputs = None
     for t in targets:
-        if torch._debug_has_internal_overlap(t) == _YES:
+        st = state_of(t)
+        if type(st) is not Buffer and torch._debug_has_internal_overlap(t) == _YES:
             raise RuntimeError(_SELF)
-    inputs = lazy_tensors((args, kwargs), [])
-    for t in targets:
-        root = state_of(t).root
-        for a in inputs:
-            if a is not t and state_of(a).root is root and _partial(t, a):
+        root = st.root
+        if watched is not None and id(root) not in watched:
+            continue
+        if inputs is None:
+            inputs = [(a, state_of(a).root) for a in lazy_tensors((args, kwargs), [])]
+        for a, r in inputs:
+            if r is root and a is not t and _partial(t, a):
                 raise RuntimeError(_PARTIAL)
 
 
