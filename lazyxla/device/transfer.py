@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir import buffer as buf
+from lazyxla.ir.meta import contiguous_strides
 from . import dispatch, fallback, overlap
 
 aten = torch.ops.aten
@@ -139,16 +140,8 @@ def set_source_storage(self, source, storage_offset=0, size=None, stride=()):
             flat = flat.view(torch.uint8).view(self.dtype)
         if size is None:
             size, stride = (flat.numel(),), (1,)
-        self.data = flat.as_strided(size, stride or _contiguous(size), storage_offset)
+        self.data = flat.as_strided(size, stride or contiguous_strides(size), storage_offset)
     return self
-
-
-def _contiguous(size):
-    stride, n = [], 1
-    for s in reversed(size):
-        stride.append(n)
-        n *= max(s, 1)
-    return tuple(reversed(stride))
 
 
 def equal(self, other):

@@ -135,14 +135,14 @@ def view_layout(op, key, src, args, kwargs):
         hit = None
     else:
         stride, offset = tuple(out.stride()), out.storage_offset()
-        plain = offset == 0 and stride == _contiguous_strides(out.shape)
+        plain = offset == 0 and stride == contiguous_strides(out.shape)
         hit = None if plain else (stride, offset, _span(out.shape, stride, offset))
     if key is not None and lkey is not None:
         _LAYOUTS[lkey] = hit
     return hit
 
 
-def _contiguous_strides(shape) -> tuple:
+def contiguous_strides(shape) -> tuple:
     strides, n = [], 1
     for d in reversed(shape):
         strides.append(n)
