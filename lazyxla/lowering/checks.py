@@ -208,9 +208,9 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
 
 def _no_elements(x):
     """x with each tensor replaced by an element-free CPU tensor of its rank and dtype (a 0-dim
-    one by a CPU scalar), and the lazyxla device by the CPU."""
+    one by a CPU zero), and the lazyxla device by the CPU."""
     if isinstance(x, torch.Tensor):
-        return torch.empty((0,) * x.dim(), dtype=x.dtype)
+        return torch.zeros((0,) * x.dim(), dtype=x.dtype)
     if isinstance(x, (list, tuple)):
         return type(x)(_no_elements(v) for v in x)
     if isinstance(x, torch.device) and x.type == "lazyxla":
