@@ -350,3 +350,9 @@ def segment_reduce_backward(grad, output, data, reduce, lengths=None, offsets=No
         return spread / data
     _, pull = jax.vjp(lambda d: _segment_reduce(d, reduce, lengths, offsets, axis, initial), data)
     return pull(grad.astype(data.dtype))[0]
+
+
+@register(aten.nonzero_static.default)
+def nonzero_static(x, *, size, fill_value=-1):
+    """nonzero with a static row count: the XLA-friendly nonzero (no CPU fallback)."""
+    return jnp.argwhere(x, size=size, fill_value=fill_value).astype(jnp.int64)

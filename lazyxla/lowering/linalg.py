@@ -337,3 +337,39 @@ def linalg_eigh(a, UPLO="L", compute_v=True, _meta=None):
     if not compute_v:
         return w, jnp.zeros(_meta[1][0], a.dtype)
     return w, v
+
+
+def _cholesky_solve(b, L, upper):
+    """Solves (L L^H) X = b for lower L, or (U^H U) X = b for upper U."""
+    batch = jnp.broadcast_shapes(L.shape[:-2], b.shape[:-2])
+    L = jnp.broadcast_to(L, batch + L.shape[-2:])
+    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    tri = lax.linalg.triangular_solve
+    y = tri(L, b, left_side=True, lower=not upper, transpose_a=upper, conjugate_a=upper)
+    return tri(L, y, left_side=True, lower=not upper, transpose_a=not upper, conjugate_a=not upper)
+
+
+@register(aten._cholesky_solve_helper.default)
+def cholesky_solve_helper(b, L, upper):
+    return _cholesky_solve(b, L, upper)
+
+
+@register(aten.cholesky_inverse.default)
+def cholesky_inverse(L, upper=False):
+    eye = jnp.broadcast_to(jnp.eye(L.shape[-1], dtype=L.dtype), L.shape)
+    return _cholesky_solve(eye, L, upper)
+
+
+@register(aten.triangular_solve.default, meta=True)
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, _meta=None):
+    batch = jnp.broadcast_shapes(A.shape[:-2], b.shape[:-2])
+    A = jnp.broadcast_to(A, batch + A.shape[-2:])
+    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    x = lax.linalg.triangular_solve(A, b, left_side=True, lower=not upper, transpose_a=transpose,
+                                    unit_diagonal=unitriangular)
+    return x, jnp.broadcast_to(A, _meta[1][0])
+
+
+@register(aten.linalg_matrix_exp.default)
+def linalg_matrix_exp(a):
+    return jax.scipy.linalg.expm(a)

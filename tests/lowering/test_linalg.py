@@ -233,3 +233,27 @@ def test_integer_addmv_truncates_float_scalars():
     s, a, v = (torch.randint(-9, 9, sh, generator=g) for sh in [(5,), (5, 10), (10,)])
     check(lambda s, a, v: torch.addmv(s, a, v, beta=0.2, alpha=0.6), s, a, v)
     check(lambda s, a, v: torch.addmv(s, a, v, beta=2, alpha=3), s, a, v)
+
+
+def test_cholesky_solve_inverse_triangular_solve_matrix_exp_lowered():
+    """They ran through the CPU fallback."""
+    m = make((3, 4, 4))
+    lower = torch.linalg.cholesky(m @ m.mT + 4 * torch.eye(4))
+    b = make((3, 4, 2))
+    for upper in (False, True):
+        factor = lower.mT.contiguous() if upper else lower
+        check(lambda x, f: torch.cholesky_solve(x, f, upper=upper), b, factor, atol=1e-4, rtol=1e-4)
+        check_grad(lambda x, f: torch.cholesky_solve(x, f, upper=upper), b, factor, atol=1e-3, rtol=1e-3)
+        check(lambda f: torch.cholesky_inverse(f, upper=upper), factor[0], atol=1e-4, rtol=1e-4)
+        for transpose in (False, True):
+            fn = lambda x, f: torch.triangular_solve(x, f, upper=upper, transpose=transpose)  # noqa: E731
+            check(fn, b, factor, atol=1e-4, rtol=1e-4)
+            check_grad(fn, b, factor, atol=1e-3, rtol=1e-3)
+    check(torch.linalg.matrix_exp, make((2, 3, 3)) * 0.5, atol=1e-5, rtol=1e-5)
+    check_grad(torch.linalg.matrix_exp, make((2, 3, 3)) * 0.5, atol=1e-4, rtol=1e-4)
+
+
+def test_nonzero_static_lowered():
+    x = torch.tensor([[0, 1, 0], [2, 0, 3]])
+    check(lambda t: torch.nonzero_static(t, size=6), x)
+    check(lambda t: torch.nonzero_static(t, size=2, fill_value=7), x)
