@@ -289,7 +289,10 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
                    kwargs)
     spec, kid, single = meta.infer_keyed(op, key, args, kwargs)
     if low.random:
-        inputs.append(scalar_node(rng.next_seed(), torch.int64, rng=True))
+        generator = kwargs.get("generator") or next(
+            (a for a in args if isinstance(a, torch.Generator)), None)
+        seed = rng.next_seed() if generator is None else rng.seed_from(generator)
+        inputs.append(scalar_node(seed, torch.int64, rng=True))
         attrs = (attrs[0], attrs[1] + (("_key", Slot(len(inputs) - 1)),))
     if single:
         return Node(low, tuple(inputs), attrs, spec[0], spec[1], key=kid), spec

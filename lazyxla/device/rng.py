@@ -30,3 +30,14 @@ def get_state() -> tuple[int, int]:
 
 def set_state(state) -> None:
     _state["seed"], _state["counter"] = int(state[0]), int(state[1])
+
+
+def seed_from(generator) -> int:
+    """The seed of a random op called with `generator=`: drawn from that generator, which it
+    advances, so a generator seeded alike gives the same values (the device RNG is not used). A
+    CPU generator is taken (none can be made for lazyxla); another device's raises, as on CUDA."""
+    import torch
+    if generator.device.type != "cpu":
+        raise RuntimeError(f"Expected a 'lazyxla' device type for generator but found "
+                           f"'{generator.device.type}'")
+    return int(torch.randint(0, 2 ** 63 - 1, (), generator=generator))

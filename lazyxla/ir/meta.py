@@ -26,6 +26,8 @@ def _stand_in(x, device: str):
         return type(x)(_stand_in(v, device) for v in x)
     if isinstance(x, torch.device) and x.type == "lazyxla":
         return torch.device(device)
+    if isinstance(x, torch.Generator) and device == "meta":
+        return None  # shapes need none; some meta kernels (exponential_'s) refuse one
     return x
 
 

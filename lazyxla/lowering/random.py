@@ -94,7 +94,8 @@ def _normal_inplace(x, mean=0.0, std=1.0, *, generator=None):
     """normal_ has no functional overload in this PyTorch: draw with normal.float_float, copy in."""
     import torch
     with torch.no_grad():
-        x.copy_(aten.normal.float_float(mean, std, list(x.shape), dtype=x.dtype, device=x.device))
+        x.copy_(aten.normal.float_float(mean, std, list(x.shape), dtype=x.dtype, device=x.device,
+                                        generator=generator))
     return x
 
 
@@ -104,7 +105,7 @@ _LIB.impl("normal_", _normal_inplace, "PrivateUse1")
 
 @register(aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor, meta=True,
           random=True)
-def normal_tensor(mean, std, generator=None, _meta=None, _key=None):
+def normal_tensor(mean, std=1.0, generator=None, _meta=None, _key=None):  # (std=1 is dropped)
     shape, dt = _out(_meta)
     fd = _float_dtype(dt)
     return jax.random.normal(_key, shape, fd) * jnp.asarray(std, fd) + jnp.asarray(mean, fd)
@@ -218,7 +219,8 @@ def native_dropout_backward(g, mask, scale):
 def _bernoulli_p_kernel(x, p=0.5, *, generator=None):
     from lazyxla.device import dispatch
     from .registry import LOWERINGS
-    return dispatch.record(aten.bernoulli.p, LOWERINGS["lazyxla::bernoulli.p"], (x, p), {})
+    return dispatch.record(aten.bernoulli.p, LOWERINGS["lazyxla::bernoulli.p"], (x, p),
+                           {} if generator is None else {"generator": generator})
 
 
 def _bernoulli_inplace(x, p=0.5, *, generator=None):
@@ -227,7 +229,7 @@ def _bernoulli_inplace(x, p=0.5, *, generator=None):
     name (no automatic in-place kernel) and both get direct kernels here."""
     import torch
     with torch.no_grad():
-        x.copy_(aten.bernoulli.p(x, p))
+        x.copy_(aten.bernoulli.p(x, p, generator=generator))
     return x
 
 

@@ -1,3 +1,4 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -107,3 +108,42 @@ def test_uniform_from_keyword():
     assert y.min() >= -3.0 and y.max() <= -1.0 and y.std() > 0.3
     z = x.uniform_(2.0, 5.0).cpu()
     assert z.min() >= 2.0 and z.max() <= 5.0
+
+
+GENERATED = {
+    "randn": lambda d, g: torch.randn(3, device=d, generator=g),
+    "rand": lambda d, g: torch.rand(3, device=d, generator=g),
+    "randint": lambda d, g: torch.randint(0, 10, (5,), device=d, generator=g),
+    "randperm": lambda d, g: torch.randperm(6, device=d, generator=g),
+    "normal_tensor_mean": lambda d, g: torch.normal(torch.zeros(3, device=d), 1.0, generator=g),
+    "normal_": lambda d, g: torch.empty(4, device=d).normal_(generator=g),
+    "uniform_": lambda d, g: torch.empty(4, device=d).uniform_(generator=g),
+    "bernoulli_": lambda d, g: torch.empty(8, device=d).bernoulli_(0.3, generator=g),
+    "bernoulli_p": lambda d, g: torch.bernoulli(torch.empty(8, device=d), 0.4, generator=g),
+    "bernoulli_tensor": lambda d, g: torch.bernoulli(torch.full((8,), 0.5, device=d), generator=g),
+    "exponential_": lambda d, g: torch.empty(4, device=d).exponential_(generator=g),
+    "random_": lambda d, g: torch.empty(4, device=d).random_(0, 5, generator=g),
+    "multinomial": lambda d, g: torch.tensor([0.1, 0.2, 0.3, 0.4], device=d).multinomial(3, generator=g),
+}
+
+
+@pytest.mark.parametrize("fn", GENERATED.values(), ids=GENERATED.keys())
+def test_a_cpu_generator_seeds_the_op(fn):
+    """generator= was ignored (the device RNG drew): a generator seeded alike now gives the same
+    values, and the device RNG is left alone."""
+    import lazyxla
+    d, g = lazyxla.device(), torch.Generator()
+    g.manual_seed(7)
+    state = torch.lazyxla.get_rng_state()
+    first = fn(d, g).cpu()
+    assert torch.equal(torch.lazyxla.get_rng_state(), state)
+    g.manual_seed(7)
+    torch.testing.assert_close(fn(d, g).cpu(), first)
+    assert any(not torch.equal(fn(d, g.manual_seed(s)).cpu(), first) for s in range(8, 14))
+
+
+def test_normal_with_default_std():
+    """normal(mean_tensor, 1.0): the dispatcher drops std=1, which the lowering required."""
+    import lazyxla
+    torch.manual_seed(0)
+    assert torch.normal(torch.zeros(1000, device=lazyxla.device()), 1.0).cpu().std() > 0.9
