@@ -34,11 +34,13 @@ _UIDS = itertools.count()
 class _OpInfo:
     """Per-overload facts computed once: which arguments are runtime scalars. `uid` stands for the
     op in signatures (an OpOverload hashes in Python, a dict lookup of a small int does not)."""
-    __slots__ = ("scalar_pos", "scalar_kw", "returns_list", "like", "uid", "cpu_indices")
+    __slots__ = ("scalar_pos", "scalar_kw", "returns_list", "like", "uid", "cpu_indices",
+                 "value_check")
 
     def __init__(self, op):
         self.uid = next(_UIDS)
         self.cpu_indices = _CPU_INDICES.get(op)
+        self.value_check = meta.VALUE_CHECKS.get(op)
         # Scalar arguments, and Python numbers passed where the schema takes a Tensor (PyTorch's
         # "wrapped numbers", as in `x * 0.5` -> mul.Tensor), are runtime values.
         args = op._schema.arguments
@@ -283,6 +285,10 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     broadcasting and casting errors are raised before anything is recorded. `info`: op's
     op_info, where the caller holds it."""
     BUDGET.tick()
+    if info is None:
+        info = op_info(op)
+    if info.value_check is not None:
+        info.value_check(*args, **kwargs)
     inputs, attrs, key = convert_args(op, args, kwargs, info)
     if validate is not None:
         meta.infer(validate, None if key is None else (op_info(validate).uid,) + key[1:], args,

@@ -85,6 +85,9 @@ def infer_keyed(op, key, args, kwargs):
 # but its meta kernel lets through (lazyxla/lowering/checks.py). Run once per signature, so a check
 # reads only what the signature holds: shapes, dtypes and non-scalar arguments.
 CHECKS: dict = {}
+# op -> fn(*args, **kwargs) run on every call (device/dispatch.py): checks of runtime scalar values,
+# which the signature does not hold (a fill value that overflows the dtype).
+VALUE_CHECKS: dict = {}
 
 _SMALL = 4096
 

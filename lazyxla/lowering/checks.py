@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from lazyxla.ir.meta import CHECKS
+from lazyxla.ir.meta import CHECKS, VALUE_CHECKS
 from lazyxla.jaxenv import type_name
 
 aten = torch.ops.aten
@@ -231,41 +231,105 @@ def _eager_scalar_checks(op, sizes=None):
     return fn
 
 
-_SCALAR_CHECKED = ("uniform.default", "random.default", "random.to", "random.from", "bernoulli.p",
-                   "bernoulli_.float", "exponential.default", "geometric.default",
-                   "log_normal.default", "cauchy.default", "fill.Scalar",
-                   "masked_fill.Scalar", "index_fill.int_Scalar", "scalar_tensor.default",
-                   "full_like.default", "clamp.default", "clamp_min.default", "clamp_max.default",
-                   "threshold.default", "hardtanh.default", "lerp.Scalar", "pow.Tensor_Scalar")
-
-
 def _overload(name):
     packet, overload = name.split(".")
     return getattr(getattr(aten, packet, None), overload, None)
 
 
-# with the in-place forms, whose meta kernels run first and word some of these errors otherwise
-for _name in _SCALAR_CHECKED:
-    packet, overload = _name.split(".")
-    for _op in {_overload(_name), _overload(packet.rstrip("_") + "_." + overload)} - {None}:
-        check(_op)(_eager_scalar_checks(_op))
-check(aten.full.default)(_eager_scalar_checks(aten.full.default, sizes=0))
-check(aten.new_full.default)(_eager_scalar_checks(aten.new_full.default, sizes=1))
+def _with_inplace(names):
+    """The named overloads and their in-place forms (whose meta kernels run first and word some
+    of these errors otherwise)."""
+    for name in names:
+        packet, overload = name.split(".")
+        yield from {_overload(name), _overload(packet.rstrip("_") + "_." + overload)} - {None}
+
+
+# Random ops: their float arguments are part of the signature, so checking once per signature
+# checks every value.
+for _op in _with_inplace(("uniform.default", "random.default", "random.to", "random.from",
+                          "bernoulli.p", "bernoulli_.float", "exponential.default",
+                          "geometric.default", "log_normal.default", "cauchy.default")):
+    check(_op)(_eager_scalar_checks(_op))
 check(aten.normal.float_float)(_eager_scalar_checks(aten.normal.float_float, sizes=2))
 
 
-def _alpha_check(op):
-    scalar_checks = _eager_scalar_checks(op)
+# Scalar-typed arguments (fill values, clamp bounds, exponents, alpha) are runtime values, not
+# part of the signature: these checks run on every call (ir/meta.py: VALUE_CHECKS), cheaply
+# unless a value may not fit the dtype it converts to; then eager's own check decides.
+_INT_LIMITS = {dt: (torch.iinfo(dt).min, torch.iinfo(dt).max)
+               for dt in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)}
+_FLOAT_MAX = {dt: torch.finfo(dt).max
+              for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
-    def fn(*args, **kwargs):  # eager rejects a float alpha for integer results, a bool one for others
-        if "alpha" in kwargs or len(args) > 2:
-            scalar_checks(*args, **kwargs)
+
+def _suspect(v, dtype) -> bool:
+    """False when the number v surely converts to dtype without overflow."""
+    tv = type(v)
+    if tv is not int and tv is not float:  # bools fit anything; tensors and None are not values
+        return False
+    limits = _INT_LIMITS.get(dtype)
+    if limits is not None:
+        lo, hi = limits
+        if tv is float:
+            return not lo <= v <= hi  # (NaN too)
+        return not (-hi if lo == 0 else lo) <= v <= hi  # unsigned: negatives wrap, as in eager
+    top = _FLOAT_MAX.get(dtype)
+    return top is not None and abs(v) > top and abs(v) != float("inf")  # inf and NaN fit
+
+
+def _target_dtype(args, kwargs):
+    dtype = kwargs.get("dtype")
+    if dtype is not None:
+        return dtype
+    return next((a.dtype for a in args if isinstance(a, torch.Tensor)), torch.int64)
+
+
+def _value_check(op, sizes=None):
+    eager = _eager_scalar_checks(op, sizes)
+
+    def fn(*args, **kwargs):
+        dtype = _target_dtype(args, kwargs)
+        if any(_suspect(v, dtype) for v in args) or any(_suspect(v, dtype) for v in kwargs.values()):
+            eager(*args, **kwargs)
     return fn
 
 
-for _op in (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.add_.Tensor,
-            aten.add_.Scalar, aten.sub_.Tensor, aten.sub_.Scalar):
-    check(_op)(_alpha_check(_op))
+def value_check(*ops):
+    def deco(fn):
+        for op in ops:
+            VALUE_CHECKS[op] = fn
+        return fn
+    return deco
+
+
+for _op in _with_inplace(("fill.Scalar", "masked_fill.Scalar", "index_fill.int_Scalar",
+                          "scalar_tensor.default", "full_like.default", "clamp.default",
+                          "clamp_min.default", "clamp_max.default", "threshold.default",
+                          "hardtanh.default", "lerp.Scalar")):
+    value_check(_op)(_value_check(_op))
+value_check(aten.full.default)(_value_check(aten.full.default, sizes=0))
+value_check(aten.new_full.default)(_value_check(aten.new_full.default, sizes=1))
+
+
+@value_check(*_with_inplace(["pow.Tensor_Scalar"]))
+def _pow(x, exponent):
+    if type(exponent) is int and exponent < 0 and not _inexact(x.dtype):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
+def _alpha_check(op):
+    eager = _eager_scalar_checks(op)
+
+    def fn(*args, **kwargs):  # eager rejects a float alpha for integer results, a bool one for others
+        if kwargs or len(args) > 2:  # (`a + b` passes no alpha)
+            alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+            if type(alpha) is not int:
+                eager(*args, **kwargs)
+    return fn
+
+
+for _op in _with_inplace(("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar")):
+    value_check(_op)(_alpha_check(_op))
 
 
 def _class_target(target):

@@ -144,3 +144,33 @@ def test_good_arguments_still_record(fn):
     expected = fn("cpu")
     torch.manual_seed(0)
     torch.testing.assert_close(fn(D).cpu(), expected, rtol=1e-5, atol=1e-5)
+
+
+VALUES_AFTER_A_GOOD_ONE = {
+    "fill_": lambda d, v: I.to(torch.int8).to(d).fill_(v),
+    "full": lambda d, v: torch.full((2,), v, dtype=torch.int8, device=d),
+    "masked_fill": lambda d, v: I.to(torch.int8).to(d).masked_fill(I.to(d) > 0, v),
+    "clamp": lambda d, v: I.to(torch.int8).to(d).clamp(max=v),
+    "where": lambda d, v: torch.where(I.to(d) > 0, I.to(torch.int8).to(d), v),
+    "pow": lambda d, v: I.to(d) ** (-1 if v == 300 else 2),
+    "add_alpha": lambda d, v: I.to(d).add(I.to(d), alpha=1.5 if v == 300 else 2),
+}
+
+
+@pytest.mark.parametrize("fn", VALUES_AFTER_A_GOOD_ONE.values(), ids=VALUES_AFTER_A_GOOD_ONE.keys())
+def test_scalar_values_are_checked_on_every_call(fn):
+    """Fill values, clamp bounds, exponents and alpha are runtime values, not part of the op's
+    signature: a value eager rejects, after one it accepts, passed silently."""
+    fn(D, 1)
+    with pytest.raises(RuntimeError) as cpu:
+        fn("cpu", 300)
+    with pytest.raises(RuntimeError, match=str(cpu.value)[:30]):
+        fn(D, 300)
+
+
+def test_common_large_fill_values_stay_cheap_and_accepted():
+    mask = X.to(D) > 0
+    assert X.to(D).masked_fill(mask, float("-inf")).cpu().isinf().any()
+    torch.testing.assert_close(X.to(D).masked_fill(mask, -1e9).cpu(), X.masked_fill(X > 0, -1e9))
+    with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+        X.half().to(D).masked_fill(mask, -1e9)
