@@ -29,7 +29,8 @@ def _traced_scalar(src) -> bool:
 
 def copy_(self, src, non_blocking=False):
     if self.device.type == "lazyxla":
-        views = type(buf.state_of(self)) is not buf.Buffer
+        dst = buf.state_of(self)
+        views = type(dst) is not buf.Buffer
         if src.device.type == "lazyxla":
             st = buf.state_of(src)
             views = views or type(st) is not buf.Buffer
@@ -50,7 +51,7 @@ def copy_(self, src, non_blocking=False):
                                f"shape {list(torch.broadcast_shapes(src.shape, self.shape))}")
         if views:
             overlap.check([self], (src,), {})
-        dispatch.write(self, node)
+        dst.write(dispatch.converted(node, self.shape, self.dtype))
         return self
     # device -> host
     host = _host_bits(fallback.to_cpu(src), src)

@@ -13,17 +13,18 @@ _CACHE: dict = {}
 _IDS = itertools.count()  # signature ids: never reused, even if the cache were ever cleared
 
 
-def _stand_in(x, device: str):
+def stand_in(x, device: str, elements: bool = True):
     """x with tensors replaced by data-free ones of the same shape and dtype on `device` ("meta"),
-    or zeros on the CPU ("cpu"), and the lazyxla device by that device."""
+    or zeros on the CPU ("cpu"), and the lazyxla device by that device. Without `elements`, CPU
+    stand-ins keep only the rank (no elements; a 0-dim one is a zero)."""
     if isinstance(x, torch.Tensor):
         # lazyxla tensors, and CPU 0-dim tensors (which PyTorch mixes with any device; as meta
         # 0-dim tensors they promote the same way and pass the meta kernels' device checks)
         if device == "meta":
             return torch.empty(x.shape, dtype=x.dtype, device="meta")
-        return torch.zeros(x.shape, dtype=x.dtype)
+        return torch.zeros(x.shape if elements else (0,) * x.dim(), dtype=x.dtype)
     if isinstance(x, (list, tuple)):
-        return type(x)(_stand_in(v, device) for v in x)
+        return type(x)(stand_in(v, device, elements) for v in x)
     if isinstance(x, torch.device) and x.type == "lazyxla":
         return torch.device(device)
     if isinstance(x, torch.Generator) and device == "meta":
@@ -32,7 +33,7 @@ def _stand_in(x, device: str):
 
 
 def _to_meta(x):
-    return _stand_in(x, "meta")
+    return stand_in(x, "meta")
 
 
 def _spec(out):
@@ -101,7 +102,7 @@ def _check_empty_inputs(op, args, kwargs) -> None:
     if not any(t.numel() == 0 for t in tensors) or any(t.numel() > _SMALL for t in tensors):
         return
     try:
-        op(*_stand_in(args, "cpu"), **{k: _stand_in(v, "cpu") for k, v in kwargs.items()})
+        op(*stand_in(args, "cpu"), **{k: stand_in(v, "cpu") for k, v in kwargs.items()})
     except (RuntimeError, IndexError, ValueError) as e:
         if "not implemented for" not in str(e):  # a CPU kernel gap, not an error of the call
             raise

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from lazyxla.ir.meta import CHECKS, VALUE_CHECKS
+from lazyxla.ir.meta import CHECKS, VALUE_CHECKS, stand_in
 from lazyxla.jaxenv import type_name
 
 aten = torch.ops.aten
@@ -206,28 +206,16 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
         raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
 
 
-def _no_elements(x):
-    """x with each tensor replaced by an element-free CPU tensor of its rank and dtype (a 0-dim
-    one by a CPU zero), and the lazyxla device by the CPU."""
-    if isinstance(x, torch.Tensor):
-        return torch.zeros((0,) * x.dim(), dtype=x.dtype)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_no_elements(v) for v in x)
-    if isinstance(x, torch.device) and x.type == "lazyxla":
-        return torch.device("cpu")
-    return x
-
-
 def _eager_scalar_checks(op, sizes=None):
     """Eager's checks of an op's Python scalar arguments: a fill value its dtype cannot hold
     (`full(2, 300, dtype=int8)`), an empty [from, to) range, a probability outside [0, 1], a negative
     integer power. The CPU kernels make them before returning early on an empty tensor, so the op
     runs on element-free stand-ins; `sizes`: the position of a size list, made all zeros."""
     def fn(*args, **kwargs):
-        args = _no_elements(args)
+        args = stand_in(args, "cpu", elements=False)
         if sizes is not None and sizes < len(args):
             args = args[:sizes] + ([0] * len(args[sizes]),) + args[sizes + 1:]
-        op(*args, **{k: _no_elements(v) for k, v in kwargs.items()})
+        op(*args, **{k: stand_in(v, "cpu", elements=False) for k, v in kwargs.items()})
     return fn
 
 
