@@ -107,11 +107,12 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import autocast, copying, modules, pinning
+    from . import autocast, copying, dlpack, modules, pinning
     modules.install()
     copying.install()
     autocast.install()
     pinning.install()
+    dlpack.install()
     _backward_on_calling_thread()
     _replay_views()
     _registered = True

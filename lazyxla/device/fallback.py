@@ -48,18 +48,23 @@ def materialize(tensors) -> None:
     executor.sync_isolating(list(roots.values()))
 
 
-def to_cpu(t: torch.Tensor) -> torch.Tensor:
-    """A CPU copy of a lazyxla tensor's current value."""
+def device_value(t: torch.Tensor):
+    """The jax array of a lazyxla tensor's current value (executed if pending). It may be shared
+    with other tensors: never hand it out where it could be written."""
     st = buf.state_of(t)
     if st.root is st:
         materialize([t])
-        node = st.read()
-    else:  # a view: its root and the view's own value in one program
-        tmp = buf.Buffer(st.read())
-        executor.sync_isolating([st.root, tmp])
-        node = tmp.node
+        return st.read().data
+    tmp = buf.Buffer(st.read())  # a view: its root and the view's own value in one program
+    executor.sync_isolating([st.root, tmp])
+    return tmp.node.data
+
+
+def to_cpu(t: torch.Tensor) -> torch.Tensor:
+    """A CPU copy of a lazyxla tensor's current value."""
+    value = device_value(t)
     with metrics.timed("TransferFromDeviceTime"):
-        return to_host(node.data)
+        return to_host(value)
 
 
 def from_cpu(t: torch.Tensor) -> torch.Tensor:
