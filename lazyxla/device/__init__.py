@@ -107,12 +107,13 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import autocast, copying, dlpack, modules, pinning
+    from . import autocast, copying, dlpack, modules, pinning, rng_prims
     modules.install()
     copying.install()
     autocast.install()
     pinning.install()
     dlpack.install()
+    rng_prims.install()
     _backward_on_calling_thread()
     _replay_views()
     _registered = True

@@ -297,8 +297,11 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     if low.random:
         generator = kwargs.get("generator") or next(
             (a for a in args if isinstance(a, torch.Generator)), None)
-        seed = rng.next_seed() if generator is None else rng.seed_from(generator)
-        inputs.append(scalar_node(seed, torch.int64, rng=True))
+        seed_node = rng.OVERRIDE[0]
+        if seed_node is None:
+            seed = rng.next_seed() if generator is None else rng.seed_from(generator)
+            seed_node = scalar_node(seed, torch.int64, rng=True)
+        inputs.append(seed_node)
         attrs = (attrs[0], attrs[1] + (("_key", Slot(len(inputs) - 1)),))
     if single:
         return Node(low, tuple(inputs), attrs, spec[0], spec[1], key=kid), spec

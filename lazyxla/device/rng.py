@@ -6,6 +6,9 @@ from __future__ import annotations
 import hashlib
 
 _state = {"seed": 0, "counter": 0}
+# A node (an int64 0-dim seed) that random ops take as their seed instead of drawing one: set while
+# PyTorch's RNG-preserving operators run an op (see rng_prims.py)
+OVERRIDE: list = [None]
 
 
 def manual_seed(seed: int) -> None:
