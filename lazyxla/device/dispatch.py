@@ -379,8 +379,15 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
         # eager's view of a normal tensor is a normal tensor, even in inference mode (autograd
         # then shares the base's version counter, which an inference tensor cannot take)
         with torch.inference_mode(False):
-            return _view_tensor(view, shape, dtype, layout)
-    return _view_tensor(view, shape, dtype, layout)
+            out = _view_tensor(view, shape, dtype, layout)
+    else:
+        out = _view_tensor(view, shape, dtype, layout)
+    # a view keeps its base's lazy conjugate/negative bits, as eager's (its data is the base's)
+    if self.is_conj():
+        torch._C._set_conj(out, True)
+    if self.is_neg():
+        torch._C._set_neg(out, True)
+    return out
 
 
 def _view_tensor(view, shape, dtype, layout):

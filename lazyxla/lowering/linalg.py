@@ -68,9 +68,14 @@ def mv(a, v):
     return _mat("ij,j->i", a, v)
 
 
-@register(aten.dot.default, aten.vdot.default)
+@register(aten.dot.default)
 def dot(a, b):
     return _mat("i,i->", a, b)
+
+
+@register(aten.vdot.default)
+def vdot(a, b):
+    return _mat("i,i->", jnp.conj(a), b)
 
 
 @register(aten.addmm.default)
