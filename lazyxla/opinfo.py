@@ -137,14 +137,18 @@ def entry_dtypes(op, full: bool):
     return ds
 
 
-def entries(full: bool, pattern: str | None = None):
-    """[(opinfo, dtype or None)] of a sweep; dtype None: a SKIPPED entry."""
+def entries(full: bool, pattern: str | None = None, dtype: torch.dtype | None = None):
+    """[(opinfo, dtype or None)] of a sweep; dtype None: a SKIPPED entry. `dtype`: that dtype
+    only, for the ops that support it on the CPU (a sweep beside the default one, say complex64)."""
     rx = re.compile(pattern) if pattern else None
     out = []
     for op in load_op_db():
         if rx is not None and not rx.search(entry_name(op)):
             continue
-        ds = entry_dtypes(op, full)
+        if dtype is not None:
+            ds = [dtype] if op.supports_dtype(dtype, "cpu") else []
+        else:
+            ds = entry_dtypes(op, full)
         out += [(op, d) for d in ds] if ds else [(op, None)]
     return out
 
@@ -531,9 +535,9 @@ def run_entry(op, dtype, full: bool) -> Result:
         res.seconds = time.perf_counter() - t0
 
 
-def sweep(full: bool = False, pattern: str | None = None, progress=None):
+def sweep(full: bool = False, pattern: str | None = None, progress=None, dtype=None):
     results = []
-    ents = entries(full, pattern)
+    ents = entries(full, pattern, dtype)
     for i, (op, dtype) in enumerate(ents):
         r = run_entry(op, dtype, full)
         results.append(r)
@@ -693,7 +697,7 @@ def failing_families(results, top: int = 25):
 # ---------------------------------------------------------------- command line
 
 def run_sweep_cli(full=False, pattern=None, update_known=False, docs=None, quiet=False,
-                  json_path=None, stream=sys.stdout) -> int:
+                  json_path=None, stream=sys.stdout, dtype=None) -> int:
     import warnings
     warnings.filterwarnings("ignore")
     import lazyxla  # noqa: F401
@@ -706,7 +710,11 @@ def run_sweep_cli(full=False, pattern=None, update_known=False, docs=None, quiet
                 msg += f"  {r.reason[:150]}"
             print(msg, file=stream, flush=True)
 
-    results = sweep(full, pattern, progress)
+    if dtype is not None and (update_known or docs):
+        print("--dtype sweeps neither update the known failures nor write the coverage doc (they "
+              "describe the default sweep)", file=sys.stderr)
+        return 2
+    results = sweep(full, pattern, progress, dtype)
     seconds = time.perf_counter() - t0
     print(summary_line(results), file=stream)
     print(f"sweep: {seconds:.1f} s ({'full' if full else 'fast'} mode)", file=stream)
@@ -740,14 +748,23 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--docs", nargs="?", const=COVERAGE_DOC, default=None, metavar="PATH",
                    help=f"write the coverage report (default path {os.path.relpath(COVERAGE_DOC, ROOT)})")
     p.add_argument("--json", metavar="PATH", help="dump every result as JSON")
+    p.add_argument("--dtype", metavar="NAME", type=_dtype_arg,
+                   help="sweep this dtype only (e.g. complex64, float64), every op that supports it")
     p.add_argument("--quiet", action="store_true")
     return p
+
+
+def _dtype_arg(name: str) -> torch.dtype:
+    d = getattr(torch, name, None)
+    if not isinstance(d, torch.dtype):
+        raise argparse.ArgumentTypeError(f"not a torch dtype: {name!r}")
+    return d
 
 
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     return run_sweep_cli(a.full or full_mode_from_env(), a.only, a.update_known_failures, a.docs,
-                         a.quiet, a.json)
+                         a.quiet, a.json, dtype=a.dtype)
 
 
 if __name__ == "__main__":
