@@ -240,7 +240,8 @@ def linspace(start, end, steps, *args, _meta=None, **kwargs):
         step = (e0 - s0) / max(steps - 1, 1)
         i = jnp.arange(steps).astype(jnp.float64)
         lo, hi = s0 + step * i, e0 - step * (steps - i - 1)
-        return jnp.where(i < steps // 2, lo, hi).astype(jnp.int64).astype(dtype)
+        out = lo if steps == 1 else jnp.where(i < steps // 2, lo, hi)  # one step: start
+        return out.astype(jnp.int64).astype(dtype)
     return _linspace_values(start, end, steps, dtype)
 
 

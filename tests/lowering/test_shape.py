@@ -43,6 +43,8 @@ def test_factories():
                    lambda dev: torch.arange(-5, 7, 3, dtype=torch.int64, device=dev),
                    lambda dev: torch.linspace(-1, 2, 7, device=dev), lambda dev: torch.linspace(0, 10, 4, dtype=torch.int64, device=dev),
                    lambda dev: torch.logspace(0, 2, 5, device=dev), lambda dev: torch.eye(3, 4, device=dev),
+                   lambda dev: torch.linspace(1.5, 2.5, 1, dtype=torch.int32, device=dev),  # one step: start
+                   lambda dev: torch.linspace(-3, 7, 1, device=dev),
                    lambda dev: torch.tril_indices(4, 3, -1, device=dev), lambda dev: torch.triu_indices(3, 4, 1, device=dev)]:
         torch.testing.assert_close(dev_fn(d).cpu(), dev_fn("cpu"))
 
