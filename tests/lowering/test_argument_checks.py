@@ -174,3 +174,15 @@ def test_common_large_fill_values_stay_cheap_and_accepted():
     torch.testing.assert_close(X.to(D).masked_fill(mask, -1e9).cpu(), X.masked_fill(X > 0, -1e9))
     with pytest.raises(RuntimeError, match="c10::Half without overflow"):
         X.half().to(D).masked_fill(mask, -1e9)
+
+
+def test_an_empty_out_tensor_is_not_an_empty_input():
+    """The empty-input probe runs eager's kernel on zeros; an empty out= tensor (only resized)
+    made it run lu_solve on zero pivots and raise eager's invalid-pivots error."""
+    a, b = torch.randn(3, 3), torch.randn(3, 2)
+    lu, piv = torch.linalg.lu_factor(a)
+    out = torch.empty(0, device=D)
+    torch.linalg.lu_solve(lu.to(D), piv.to(D), b.to(D), out=out)
+    torch.testing.assert_close(out.cpu(), torch.linalg.lu_solve(lu, piv, b), atol=1e-5, rtol=1e-5)
+    with pytest.raises(IndexError, match="non-zero size"):  # a real empty input still raises
+        torch.empty(0, 3, device=D).amax(0)
