@@ -1,0 +1,135 @@
+import numpy as np
+import pytest
+import torch
+
+import lazyxla
+from lazyxla.testing import check
+
+EXACT = dict(atol=0, rtol=0)
+
+
+def _with_edges(x, edges):
+    """x plus every edge and its float neighbours: the values whose bin depends on the rule."""
+    e = edges.to(x.dtype)
+    up = torch.nextafter(e, torch.full_like(e, float("inf")))
+    down = torch.nextafter(e, torch.full_like(e, -float("inf")))
+    v = torch.cat([x, e, up, down])
+    return v[torch.randperm(v.numel(), generator=torch.Generator().manual_seed(0))]
+
+
+def test_bin_count_edges_and_boundary_values():
+    torch.manual_seed(0)
+    x = torch.randn(40)
+    # edges from the data: 7 bins (min/max are data points, so every edge value is in range)
+    data = _with_edges(x, torch.histogram(x, 7).bin_edges)
+    check(lambda a: torch.histogram(a, 7), data, **EXACT)
+    # a range whose edges are inexact in float32; NaN and infinities are never counted
+    rng = (-1.1, 0.7)
+    data = _with_edges(x, torch.histogram(x, 9, range=rng).bin_edges)
+    data = torch.cat([data, torch.tensor([float("nan"), float("inf"), -float("inf")])])
+    check(lambda a: torch.histogram(a, 9, range=rng), data, **EXACT)
+
+
+def test_bin_count_float64_weight_density():
+    torch.manual_seed(1)
+    x = _with_edges(torch.randn(31, dtype=torch.float64),
+                    torch.histogram(torch.zeros(1, dtype=torch.float64), 6, range=(-0.3, 1.9)).bin_edges)
+    w = torch.rand(x.shape, dtype=torch.float64)
+    check(lambda a, b: torch.histogram(a.reshape(-1, 2), 6, range=(-0.3, 1.9), weight=b.reshape(2, -1),
+                                       density=True), x, w)
+
+
+def test_given_edges_sorted_repeated_and_unsorted():
+    torch.manual_seed(2)
+    x = torch.randn(60)
+    sorted_edges = torch.tensor([-1.0, -0.2, 0.1, 0.1, 0.5, 2.0])
+    x = _with_edges(x, sorted_edges)
+    f = lambda a, e, w: torch.histogram(a, e, weight=w)  # noqa: E731
+    check(f, x, sorted_edges, torch.rand(x.shape), **EXACT)
+    # unsorted edges: eager's binary search lands where its probes lead; so must ours
+    check(f, x, torch.tensor([-1.5, 0.8, -0.3, 0.2, 3.0, 0.1, 2.0]), torch.ones(x.shape), **EXACT)
+
+
+def test_histogramdd_counts_range_weight_density_and_edges():
+    torch.manual_seed(3)
+    pts = torch.randn(40, 3)
+    pts[:3] = torch.tensor([[float("nan"), 0.0, 0.0], [0.0, float("inf"), 0.0], [5.0, 5.0, 5.0]])
+    w = torch.rand(40)
+
+    def dd(a, b):
+        h1, e1 = torch.histogramdd(a[3:], [3, 4, 2])
+        h2, e2 = torch.histogramdd(a, [2, 3, 4], range=[-1.0, 1.0, 0.0, 2.0, -3.0, 0.3], weight=b,
+                                   density=True)
+        return h1, e1, h2, e2
+    check(dd, pts, w)
+    e0, e1 = torch.tensor([-1.0, 0.0, 0.4, 1.0]), torch.tensor([-2.0, 0.5, 1.0, 3.0])
+    check(lambda a, b, c: torch.histogramdd(a[:, :2], [b, c]), pts, e0, e1, **EXACT)
+
+
+def test_degenerate_ranges():
+    # equal min and max: widened by 0.5 each way; so far from 0 that the widening rounds away
+    # (all edges equal), eager's division by zero puts everything in bin 1 (the only bin of one)
+    def f(two, big, empty, x):
+        return (torch.histogram(two, 4), torch.histogram(big, 4), torch.histogram(big, 1),
+                torch.histogram(empty, 3),  # no data: edges over [0, 1]
+                torch.histogram(x, 4, range=(0.5, 0.5)))
+    check(f, torch.full((3,), 2.0), torch.full((3,), 1e8), torch.zeros(0), torch.tensor([0.1, 0.5, 0.9]),
+          **EXACT)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_and_bfloat16(dtype):
+    torch.manual_seed(4)
+    rng = (-0.37, 1.21)
+    x = _with_edges(torch.randn(50).to(dtype), torch.histogram(torch.zeros(1, dtype=dtype), 11,
+                                                                range=rng).bin_edges)
+
+    def f(a, e):
+        return torch.histogram(a, 11, range=rng), torch.histogram(a, e)
+    check(f, x, torch.tensor([-1.0, -0.1, 0.3, 2.0]).to(dtype), **EXACT)
+
+
+def _raises_like_eager(fn, *args):
+    with pytest.raises(Exception) as expected:
+        fn(*args)
+    dev = lazyxla.device()
+    with pytest.raises(type(expected.value)) as actual:
+        fn(*[a.to(dev) if isinstance(a, torch.Tensor) else a for a in args])
+    assert str(actual.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("case", [
+    lambda x, y: torch.histogram(x, 0),
+    lambda x, y: torch.histogram(x, 3, range=(0.0, 1.0, 2.0)),
+    lambda x, y: torch.histogram(x, 3, range=(0.0, float("inf"))),
+    lambda x, y: torch.histogram(x, 3, range=(2.0, 1.0)),
+    lambda x, y: torch.histogram(x, 3, weight=torch.ones(5, device=x.device)),
+    lambda x, y: torch.histogram(x, 3, weight=y),
+    lambda x, y: torch.histogram(x.long(), 3),
+    lambda x, y: torch.histogram(x.long(), 3, range=(0.0, 1.0)),
+    lambda x, y: torch.histogram(x.half(), 3),
+    lambda x, y: torch.histogram(x, y),
+    lambda x, y: torch.histogram(x, x[:1]),
+    lambda x, y: torch.histogram(x, x.reshape(2, 3)),
+    lambda x, y: torch.histogramdd(x, [3]),
+    lambda x, y: torch.histogramdd(x.reshape(3, 2), [3]),
+    lambda x, y: torch.histogramdd(x.reshape(3, 2), [3, 3], range=[0.0, 1.0]),
+    lambda x, y: torch.histogramdd(x.reshape(3, 2), [3, 3], weight=x.reshape(2, 3)),
+    lambda x, y: torch.histogramdd(x.reshape(3, 2), [x[:3], y[:3]]),
+])
+def test_argument_errors_match_eager(case):
+    _raises_like_eager(case, torch.arange(6.0), torch.ones(6, dtype=torch.float64))
+
+
+def test_histc_random_data():
+    torch.manual_seed(5)
+    x = torch.randn(200)
+    check(lambda a: (torch.histc(a, 7), torch.histc(a, 5, -1.0, 0.8)), x, **EXACT)
+
+
+def test_histc_boundary_values():
+    """XLA turns a division by a scalar into a multiplication by its reciprocal, which moved
+    values on a bin boundary to the neighbouring bin."""
+    lo, hi, bins = np.float32(-0.13787562), np.float32(0.34955005), 5
+    x = torch.from_numpy((lo + (hi - lo) * np.arange(bins) / bins).astype(np.float32))
+    check(lambda a: torch.histc(a, bins, float(lo), float(hi)), x, **EXACT)
