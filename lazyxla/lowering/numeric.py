@@ -6,6 +6,7 @@ import math
 
 import jax.numpy as jnp
 import jax.scipy.special as jsp
+from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from .pointwise import compute
@@ -88,6 +89,9 @@ def histc(x, bins=100, min=0, max=0, _meta=None):
     same = lo_t == hi_t
     lo_t, hi_t = jnp.where(same, lo_t - 1, lo_t), jnp.where(same, hi_t + 1, hi_t)
     inside = (x >= lo_t) & (x <= hi_t)
-    idx = jnp.floor((x - lo_t) * bins / (hi_t - lo_t)).astype(jnp.int64)
+    # a full-shape divisor behind a barrier: XLA rewrites x / broadcast(d) as x * (1/d), whose
+    # rounding moves values on a bin boundary to the neighbouring bin
+    width = lax.optimization_barrier(jnp.broadcast_to(hi_t - lo_t, x.shape))
+    idx = jnp.floor((x - lo_t) * bins / width).astype(jnp.int64)
     idx = jnp.clip(idx, 0, bins - 1)  # the max value lands in the last bin
     return jnp.zeros(bins, x.dtype).at[idx].add(inside.astype(x.dtype))
