@@ -4,7 +4,8 @@ Every OpInfo of `torch.testing._internal.common_methods_invocations.op_db` is an
 (`name[.variant] dtype`). An entry runs its `sample_inputs` on the device, materialises the results
 and compares them with the same op on the CPU (`torch.testing.assert_close`, default tolerances per
 dtype), then the in-place variant (the result must be visible through the tensor and through a view
-of it), then, for differentiable float32 ops, the gradients. Each entry gets a class:
+of it), then, for differentiable float32 ops (and complex ones in a complex `--dtype` sweep, where
+the OpInfo lists that dtype among its backward dtypes), the gradients. Each entry gets a class:
 
     NATIVE      correct; no CPU fallback and no decomposition counter moved
     DECOMPOSED  correct; went through a torch._decomp decomposition into lowered ops, no fallback
@@ -405,15 +406,18 @@ def _geometry(t: torch.Tensor):
     return tuple(t.shape), t.stride(), t.storage_offset()
 
 
-def _grad_run(op, s):
+def _grad_run(op, s, complex_outputs=False):
     """Gradients of the sample's differentiable outputs (weighted by fixed cotangents) w.r.t. its
-    inputs that require grad. None when the sample has nothing to differentiate."""
+    inputs that require grad. None when the sample has nothing to differentiate. complex_outputs
+    (complex sweeps): complex outputs count too, with complex cotangents v: autograd then gives the
+    gradient of the real loss sum(Re(v) * Re(out) + Im(v) * Im(out)), the same on both sides."""
     ins = [t for t in _tensors([s.input, list(s.args), dict(s.kwargs)]) if t.requires_grad]
     if not ins:
         return None
     out = _call(op, s)
     out = s.output_process_fn_grad(out)
-    outs = [o for o in _tensors(out) if o.requires_grad and o.is_floating_point()]
+    outs = [o for o in _tensors(out)
+            if o.requires_grad and (o.is_floating_point() or (complex_outputs and o.is_complex()))]
     if not outs:
         return None
     g = torch.Generator().manual_seed(1234)
@@ -422,19 +426,19 @@ def _grad_run(op, s):
     return [None if x is None else x.detach().cpu() for x in grads]
 
 
-def _check_grad(op, name, samples, dev, limit):
+def _check_grad(op, name, samples, dev, limit, complex_outputs=False):
     ran = 0
     for i, s in enumerate(samples):
         if limit is not None and ran >= limit:
             break
         try:
-            expected = _grad_run(op, _cpu_sample(s, requires_grad=True))
+            expected = _grad_run(op, _cpu_sample(s, requires_grad=True), complex_outputs)
         except Exception:
             continue
         if expected is None:
             continue
         try:
-            actual = _grad_run(op, _to_device_sample(s, dev, requires_grad=True, name=name))
+            actual = _grad_run(op, _to_device_sample(s, dev, requires_grad=True, name=name), complex_outputs)
             if actual is None:
                 raise AssertionError("no differentiable outputs on the device")
             for a, e in zip(actual, expected):
@@ -461,7 +465,9 @@ def run_entry(op, dtype, full: bool) -> Result:
         return Result(name, "-", SKIPPED, "no dtype of this sweep is supported on the CPU")
     dev = lazyxla.device()
     is_random = name in RANDOM_OPS or op.has_nondeterministic_output
-    grad = dtype == torch.float32 and op.supports_autograd and not is_random
+    # gradients: float32, and complex dtypes the OpInfo lists among its CPU backward dtypes
+    grad = op.supports_autograd and not is_random and (
+        dtype == torch.float32 or (dtype.is_complex and dtype in op.supported_backward_dtypes("cpu")))
     fwd_limit = None if full else FAST_SAMPLES
     side_limit = None if full else FAST_GRAD_SAMPLES
     res = Result(name, dtype_name(dtype), NATIVE)
@@ -482,7 +488,7 @@ def run_entry(op, dtype, full: bool) -> Result:
         if op.inplace_variant is not None:
             checks.append(("inplace", lambda: _check_inplace(op, name, samples, dev, is_random, side_limit)))
         if grad:
-            checks.append(("grad", lambda: _check_grad(op, name, samples, dev, side_limit)))
+            checks.append(("grad", lambda: _check_grad(op, name, samples, dev, side_limit, dtype.is_complex)))
         failures = []
         for check, fn in checks:
             before = _counters()

@@ -65,12 +65,16 @@ def silu(x, _meta):
 @register(aten.sigmoid_backward.default, meta=True)
 def sigmoid_backward(grad, out, _meta):
     grad, out = compute(_meta, grad, out)
+    if jnp.iscomplexobj(out):  # eager: grad * conj((1 - out) * out)
+        return grad * jnp.conj((1 - out) * out)
     return grad * (1 - out) * out
 
 
 @register(aten.tanh_backward.default, meta=True)
 def tanh_backward(grad, out, _meta):
     grad, out = compute(_meta, grad, out)
+    if jnp.iscomplexobj(out):  # eager: grad * conj(1 - out^2)
+        return grad * jnp.conj(1 - out * out)
     return grad * (1 - out * out)
 
 

@@ -258,6 +258,8 @@ def _cholesky_info(a):
     """LAPACK's info: the order of the first leading minor that is not positive definite (0: none).
     XLA's factor is all NaN on failure, so an unblocked factorization finds the failing pivot."""
     n = a.shape[-1]
+    if n == 0:  # an empty matrix is positive definite (the loop body cannot even be traced)
+        return jnp.zeros(a.shape[:-2], jnp.int32)
 
     def step(j, state):
         L, info = state

@@ -524,9 +524,47 @@ def heaviside(x, values, _meta):
     return jnp.where(x == 0, values, (x > 0).astype(x.dtype))
 
 
+def _cexp(z):
+    """exp of a complex array with C99's values (Annex G) where a part is infinite, as eager's
+    std::exp: exp(-inf + iy) = 0 for every y, exp(+inf + 0j) = +inf + 0j, exp(+inf + i inf or NaN)
+    = +inf + NaN j (exp(re) * sin(im) would be 0 * inf or inf * 0 = NaN)."""
+    re, im = z.real, z.imag
+    m = jnp.exp(re)
+    out = lax.complex(m * jnp.cos(im), jnp.where(im == 0, im, m * jnp.sin(im)))
+    out = jnp.where((re == jnp.inf) & ~jnp.isfinite(im),
+                    jnp.full((), complex(math.inf, math.nan), z.dtype), out)
+    return jnp.where(re == -jnp.inf, jnp.zeros((), z.dtype), out)
+
+
+def _clog(z):
+    """log of a complex array with C99's values: |z| = inf when either part is infinite, even if
+    the other is NaN (log(NaN + i inf) = inf + NaN j)."""
+    re, im = z.real, z.imag
+    r = jnp.where(jnp.isinf(re) | jnp.isinf(im), jnp.full((), jnp.inf, re.dtype), jnp.abs(z))
+    return lax.complex(jnp.log(r), jnp.arctan2(im, re))
+
+
+def log_add_exp_complex(x, y):
+    """log(exp(x) + exp(y)) of complex arrays as eager's `_log_add_exp_helper` (ATen
+    native/cpu/LogAddExp.h), which logaddexp and logcumsumexp use: the arguments are ordered by real
+    part (ties: min = y), result = log1p(exp(min - max)) + max, so the imaginary part is max's plus
+    the angle of 1 + exp(min - max) (never wrapped into (-pi, pi]). A NaN in either (real or imaginary
+    part) gives NaN + NaN j; equal infinite real parts give min at -inf, log(exp(min) + exp(max))
+    at +inf."""
+    swap = x.real < y.real
+    mn, mx = jnp.where(swap, x, y), jnp.where(swap, y, x)
+    r = jnp.log1p(_cexp(mn - mx)) + mx
+    inf_tie = jnp.isinf(mn.real) & (mn.real == mx.real)
+    r = jnp.where(inf_tie, jnp.where(mn.real < 0, mn, _clog(_cexp(mn) + _cexp(mx))), r)
+    nan = jnp.isnan(x.real) | jnp.isnan(x.imag) | jnp.isnan(y.real) | jnp.isnan(y.imag)
+    return jnp.where(nan, jnp.full((), complex(math.nan, math.nan), r.dtype), r)
+
+
 @register(aten.logaddexp.default, meta=True)
 def logaddexp(x, y, _meta):
     x, y = compute(_meta, x, y)
+    if jnp.iscomplexobj(x):
+        return log_add_exp_complex(x, y)
     r = jnp.maximum(x, y) + jnp.log1p(jnp.exp(-jnp.abs(x - y)))
     return jnp.where(jnp.isinf(x) & (x == y), x, r)
 

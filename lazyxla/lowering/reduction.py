@@ -13,6 +13,7 @@ import numpy as np
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
+from .pointwise import log_add_exp_complex
 from .registry import aten, register
 
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
@@ -307,7 +308,9 @@ def logsumexp(x, dim, keepdim=False, _meta=None):
     axes = _dims(dim, x.ndim)
     if x.size == 0:
         return jnp.log(jnp.sum(jnp.exp(x), axis=axes)).reshape(shape)
-    m = _max(x, axes)
+    # eager shifts by the max of the real parts (a real number, so the imaginary part of a complex
+    # result is the angle of the sum, in (-pi, pi]); an infinite max shifts by 0
+    m = _max(jnp.real(x), axes)
     m = jnp.where(jnp.isinf(m), jnp.zeros((), m.dtype), m)
     mk = jnp.expand_dims(m, axes)
     return (jnp.log(jnp.sum(jnp.exp(x - mk), axis=axes)) + m).reshape(shape)
@@ -388,7 +391,27 @@ def logcumsumexp(x, dim, _meta=None):
         x = x.astype(jnp.float64)
     if x.ndim == 0 or x.size == 0:
         return x.reshape(shape)
-    return lax.associative_scan(jnp.logaddexp, x, axis=_dim1(dim, x.ndim)).reshape(shape)
+    d = _dim1(dim, x.ndim)
+    if jnp.iscomplexobj(x):
+        return _logcumsumexp_complex(x, d).reshape(shape)
+    return lax.associative_scan(jnp.logaddexp, x, axis=d).reshape(shape)
+
+
+def _logcumsumexp_complex(x, d):
+    """Eager's CPU loop: cum = -inf + 0j, then cum = _log_add_exp_helper(x[i], cum) for each i in
+    order, in complex128 (acc_type of complex64). The helper's log1p(exp(min - max)) + max is not
+    associative in the imaginary part (it is never wrapped, so a tree-ordered scan can end 2*pi
+    away): fold sequentially, as eager does."""
+    x = x.astype(jnp.complex128)
+    xs = jnp.moveaxis(x, d, 0)
+
+    def step(cum, xi):
+        cum = log_add_exp_complex(xi, cum)
+        return cum, cum
+
+    init = jnp.full(xs.shape[1:], complex(-np.inf, 0.0), x.dtype)
+    _, out = lax.scan(step, init, xs)
+    return jnp.moveaxis(out, 0, d)
 
 
 def _cum_extreme(x, dim, greater):
