@@ -355,4 +355,6 @@ def segment_reduce_backward(grad, output, data, reduce, lengths=None, offsets=No
 @register(aten.nonzero_static.default)
 def nonzero_static(x, *, size, fill_value=-1):
     """nonzero with a static row count: the XLA-friendly nonzero (no CPU fallback)."""
+    if x.size == 0:  # jnp.argwhere fills an empty input's rows with 0
+        return jnp.full((size, x.ndim), fill_value, jnp.int64)
     return jnp.argwhere(x, size=size, fill_value=fill_value).astype(jnp.int64)

@@ -48,10 +48,14 @@ def t(x):
     return x.T
 
 
+def _swapaxes(x, d0, d1):
+    return x if x.ndim == 0 else jnp.swapaxes(x, d0, d1)  # a 0-d tensor: dims 0 and -1 name it
+
+
 @register(aten.transpose.int, view=True,
-          scatter=lambda base, value, d0, d1, _meta: jnp.swapaxes(value, d0, d1).astype(base.dtype))
+          scatter=lambda base, value, d0, d1, _meta: _swapaxes(value, d0, d1).astype(base.dtype))
 def transpose(x, d0, d1):
-    return jnp.swapaxes(x, d0, d1)
+    return _swapaxes(x, d0, d1)
 
 
 @register(aten.permute.default, view=True,

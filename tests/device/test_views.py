@@ -255,3 +255,13 @@ def test_views_in_inference_mode_follow_eager():
     compiled = torch.compile(copy.deepcopy(model).to(lazyxla.device()), backend="lazyxla")
     with torch.inference_mode():
         torch.testing.assert_close(compiled(x.to(lazyxla.device())).cpu(), y_cpu)
+
+
+def test_transpose_of_a_0d_tensor_is_itself():
+    """Dims 0 and -1 name a 0-d tensor's only 'dim' (it raised IndexError at sync)."""
+    from lazyxla.testing import check
+    check(lambda x: (torch.transpose(x, 0, 0) * 1, torch.transpose(x, -1, 0) * 1,
+                     torch.transpose_copy(x, 0, -1)), torch.tensor(3.0))
+    y = torch.tensor(2.0, device=lazyxla.device())
+    y.transpose(0, 0).mul_(2)  # written back through the view
+    assert y.item() == 4.0

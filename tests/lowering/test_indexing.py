@@ -140,3 +140,8 @@ def test_cpu_index_tensors_with_device_tensor_as_on_cuda():
     f = torch.compile(lambda t, idx: t[idx] * 2, backend="lazyxla")
     for idx in (i, torch.tensor([1, 1])):  # a new index every call: never frozen into the program
         torch.testing.assert_close(f(xd, idx).cpu(), x[idx] * 2)
+
+
+def test_nonzero_static_of_an_empty_input_is_all_fill():
+    check(lambda x: torch.nonzero_static(x, size=2), torch.zeros(2, 0))
+    check(lambda x: torch.nonzero_static(x, size=3, fill_value=-5), torch.empty(0))
