@@ -86,16 +86,17 @@ TOLERANCES = {
 
 
 def _canon_eigh(out):
-    """Eigenvectors are defined up to sign: make each column's largest-magnitude entry positive."""
+    """Eigenvectors are defined up to sign (a unit phase if complex): make each column's
+    largest-magnitude entry real and positive."""
     if not (isinstance(out, (list, tuple)) and len(out) == 2):
         return out
     vals, vecs = out
-    if not isinstance(vecs, torch.Tensor) or vecs.numel() == 0 or vecs.is_complex():
+    if not isinstance(vecs, torch.Tensor) or vecs.numel() == 0:
         return out
     idx = vecs.abs().argmax(dim=-2, keepdim=True)
-    sign = torch.sign(torch.gather(vecs, -2, idx))
+    sign = torch.sgn(torch.gather(vecs, -2, idx))  # sgn: z / |z| for complex
     sign = torch.where(sign == 0, torch.ones_like(sign), sign)
-    return [vals, vecs * sign]
+    return [vals, vecs * sign.conj()]
 
 
 # Ops whose outputs are unique only up to a convention (sign of eigenvectors): both sides are put
