@@ -25,14 +25,10 @@ import torch
 from jax import lax
 
 from .checks import check
+from .linalg import _mat
 from .registry import aten, register
 
-_HI = lax.Precision.HIGHEST
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
-
-
-def _mat(spec, a, b):
-    return jnp.einsum(spec, a, b, precision=_HI)
 
 
 def _lapack_dtype(dtype) -> bool:
