@@ -7,7 +7,7 @@ import torch.nn.functional as F
 import lazyxla
 
 D = lazyxla.device()
-X = torch.randn(2, 3)
+X = torch.tensor([[0.5, -1.25, 2.0], [-0.75, 1.5, -3.0]])  # fixed: tests below need both signs
 I = torch.arange(3)
 IMG, W = torch.randn(1, 3, 5, 5), torch.randn(4, 3, 3, 3)
 
@@ -30,10 +30,10 @@ BAD = {
     "index_select_float_index": lambda d: X.to(d).index_select(0, torch.tensor([0.0]).to(d)),
     "searchsorted_side": lambda d: torch.searchsorted(torch.arange(3.0).to(d), X.to(d), side="middle"),
     "index_select_dim_out_of_range": lambda d: X[0].to(d).index_select(1, torch.tensor([0]).to(d)),
-    "index_put_dtype": lambda d: I.to(d).index_put_((torch.tensor([0]).to(d),), torch.tensor([1.5]).to(d)),
+    "index_put_dtype": lambda d: I.clone().to(d).index_put_((torch.tensor([0]).to(d),), torch.tensor([1.5]).to(d)),
     "index_with_float_tensor": lambda d: X.to(d)[torch.tensor([0.0]).to(d)],
     "index_tensors_not_broadcastable": lambda d: X.to(d)[torch.tensor([0, 1]).to(d), torch.tensor([0, 1, 2]).to(d)],
-    "index_put_tensors_not_broadcastable": lambda d: X.to(d).index_put_(
+    "index_put_tensors_not_broadcastable": lambda d: X.clone().to(d).index_put_(
         (torch.tensor([0, 1]).to(d), torch.tensor([0, 1, 2]).to(d)), torch.tensor(1.0).to(d)),
     "cat_zero_dim": lambda d: torch.cat([torch.tensor(1.0).to(d)]),
     "t_of_3d": lambda d: X[None].to(d).t(),
@@ -45,20 +45,20 @@ BAD = {
     "lerp_of_int": lambda d: torch.lerp(I.to(d), I.to(d), 0.5),
     "rand_int_dtype": lambda d: torch.rand(2, dtype=torch.int64, device=d),
     "randn_int_dtype": lambda d: torch.randn(2, dtype=torch.int64, device=d),
-    "uniform__of_int": lambda d: I.to(d).uniform_(),
+    "uniform__of_int": lambda d: I.clone().to(d).uniform_(),
     # Python scalar arguments eager's CPU kernels reject (checked again for each new value)
-    "uniform__empty_range": lambda d: X.to(d).uniform_(2, 1),
-    "uniform__bound_out_of_float": lambda d: X.to(d).uniform_(0, float("inf")),
-    "bernoulli__p_above_one": lambda d: X.to(d).bernoulli_(1.5),
+    "uniform__empty_range": lambda d: X.clone().to(d).uniform_(2, 1),
+    "uniform__bound_out_of_float": lambda d: X.clone().to(d).uniform_(0, float("inf")),
+    "bernoulli__p_above_one": lambda d: X.clone().to(d).bernoulli_(1.5),
     "bernoulli_p_negative": lambda d: torch.bernoulli(X.to(d), -0.1),
-    "random__from_not_below_to": lambda d: X.to(d).random_(5, 5),
-    "random__negative_to": lambda d: X.to(d).random_(-3),
+    "random__from_not_below_to": lambda d: X.clone().to(d).random_(5, 5),
+    "random__negative_to": lambda d: X.clone().to(d).random_(-3),
     "random__to_beyond_int8": lambda d: I.to(torch.int8).to(d).random_(0, 300),
-    "exponential__negative_lambda": lambda d: X.to(d).exponential_(-1),
-    "geometric__p_zero": lambda d: X.to(d).geometric_(0),
-    "cauchy__negative_sigma": lambda d: X.to(d).cauchy_(0, -1),
-    "log_normal__zero_std": lambda d: X.to(d).log_normal_(1, 0),
-    "normal__negative_std": lambda d: X.to(d).normal_(0, -1),
+    "exponential__negative_lambda": lambda d: X.clone().to(d).exponential_(-1),
+    "geometric__p_zero": lambda d: X.clone().to(d).geometric_(0),
+    "cauchy__negative_sigma": lambda d: X.clone().to(d).cauchy_(0, -1),
+    "log_normal__zero_std": lambda d: X.clone().to(d).log_normal_(1, 0),
+    "normal__negative_std": lambda d: X.clone().to(d).normal_(0, -1),
     "full_int8_overflow": lambda d: torch.full((2,), 300, dtype=torch.int8, device=d),
     "full_half_overflow": lambda d: torch.full((2,), 1e6, dtype=torch.float16, device=d),
     "new_full_int8_overflow": lambda d: I.to(d).new_full((2,), 300, dtype=torch.int8),
@@ -71,7 +71,7 @@ BAD = {
     "threshold_int8_value_overflow": lambda d: F.threshold(I.to(torch.int8).to(d), 0, 300),
     "int_pow_negative_scalar": lambda d: I.to(d) ** -1,
     "int_add_float_alpha": lambda d: I.to(d).add(I.to(d), alpha=1.5),
-    "int_sub__float_alpha": lambda d: I.to(d).sub_(I.to(d), alpha=0.5),
+    "int_sub__float_alpha": lambda d: I.clone().to(d).sub_(I.to(d), alpha=0.5),
     # class-index losses
     "cross_entropy_2d_class_target": lambda d: F.cross_entropy(X.to(d), torch.zeros(2, 2, dtype=torch.long).to(d)),
     "cross_entropy_probabilities_of_wrong_shape": lambda d: F.cross_entropy(X.to(d), X[:, :2].to(d)),
@@ -105,7 +105,7 @@ GOOD = {
     "conv_transpose_output_padding": lambda d: F.conv_transpose1d(
         torch.randn(1, 4, 5).to(d), torch.randn(4, 2, 3).to(d), stride=2, output_padding=1),
     "addmm_cpu_scalar_bias": lambda d: torch.addmm(torch.tensor(1.0), X.to(d), torch.randn(3, 2).to(d)),
-    "setitem_int_with_float_scalar": lambda d: I.to(d).index_put_((torch.tensor([0]).to(d),), torch.tensor(7)),
+    "setitem_int_with_float_scalar": lambda d: I.clone().to(d).index_put_((torch.tensor([0]).to(d),), torch.tensor(7)),
     "index_with_int_tensors_broadcasting": lambda d: X.to(d)[torch.tensor([[0], [1]]).to(d), torch.tensor([0, 2]).to(d)],
     "index_with_bool_mask": lambda d: X.to(d)[torch.tensor([True, False]).to(d)],
     "clamp_min_only": lambda d: torch.clamp(X.to(d), min=0.0),
@@ -116,7 +116,7 @@ GOOD = {
     "fill__uint8_minus_one_wraps": lambda d: I.to(torch.uint8).to(d).fill_(-1),
     "add_int8_scalar_wraps": lambda d: I.to(torch.int8).to(d) + 300,
     "fill__bool_two": lambda d: torch.zeros(2, dtype=torch.bool).to(d).fill_(2),
-    "index_fill__zero_dim_index": lambda d: X.to(d).index_fill_(1, torch.tensor(2).to(d), -1.0),
+    "index_fill__zero_dim_index": lambda d: X.clone().to(d).index_fill_(1, torch.tensor(2).to(d), -1.0),
     "masked_fill_zero_dim_mask": lambda d: X.to(d).masked_fill(torch.tensor(True).to(d), 2.0),
     "clamp_zero_dim_tensor_bounds": lambda d: X.to(d).clamp(torch.tensor(-0.5).to(d), torch.tensor(0.5).to(d)),
     "where_scalar_in_range": lambda d: torch.where(X.to(d) > 0, X.to(d), 0.0),
@@ -127,7 +127,7 @@ GOOD = {
     "full_like_in_range": lambda d: torch.full_like(I.to(d), -4),
     "lerp_scalar_weight": lambda d: torch.lerp(X.to(d), X.to(d) * 2, 0.25),
     "hardtanh_bounds": lambda d: F.hardtanh(X.to(d), -0.5, 0.5),
-    "random__int64_from_only": lambda d: I.to(d).random_(3).clamp(0, 2) * 0,
+    "random__int64_from_only": lambda d: I.clone().to(d).random_(3).clamp(0, 2) * 0,
     "uniform__half_in_range": lambda d: torch.zeros(3, dtype=torch.float16).to(d).uniform_(1, 1),
     "cross_entropy_probabilities": lambda d: F.cross_entropy(X.to(d), X.softmax(1).to(d)),
     "cross_entropy_no_batch": lambda d: F.cross_entropy(X[0].to(d), torch.tensor(2).to(d)),
