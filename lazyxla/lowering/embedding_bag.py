@@ -43,13 +43,17 @@ def _forward(weight, indices, offsets, scale_grad_by_freq=False, mode=_SUM, spar
                                               indices.shape[0]), bag, n_bags)
         max_indices = jnp.where(empty, 0, indices[jnp.minimum(first, indices.shape[0] - 1)])
         return out, bag, bag_size, max_indices.astype(jnp.int64)
+    # float16 / bfloat16: eager accumulates the (weighted) rows in a float32 buffer and rounds
+    # once at the end
+    acc = jnp.float32 if rows.dtype in (jnp.float16, jnp.bfloat16) else rows.dtype
+    rows = rows.astype(acc)
     if per_sample_weights is not None:
-        rows = rows * per_sample_weights[:, None].astype(rows.dtype)
+        rows = rows * per_sample_weights[:, None].astype(acc)
     rows = jnp.where(keep[:, None], rows, jnp.zeros_like(rows))
     out = jax.ops.segment_sum(rows, bag, n_bags)
     if mode == _MEAN:
         out = out / jnp.maximum(counts, 1)[:, None].astype(out.dtype)
-    return out, bag, bag_size, jnp.zeros((0,), jnp.int64)
+    return out.astype(weight.dtype), bag, bag_size, jnp.zeros((0,), jnp.int64)
 
 
 register(aten._embedding_bag.default)(_forward)

@@ -26,6 +26,16 @@ def _acc(x):
     return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
 
 
+def _low(x):
+    """For a float16 / bfloat16 x: a rounder of float32 values back to its dtype, for kernels that
+    eager runs in the dtype itself (scalar c10::Half / BFloat16 arithmetic rounds every result);
+    None for other dtypes."""
+    if x.dtype not in (jnp.float16, jnp.bfloat16):
+        return None
+    dt = x.dtype
+    return lambda v: v.astype(dt).astype(jnp.float32)
+
+
 # ---------------------------------------------------------------- nll
 
 def _nll_parts(x, target, weight, ignore_index, class_axis):
@@ -123,9 +133,11 @@ def smooth_l1_loss_backward(g, x, y, reduction, beta):
 
 @register(aten.huber_loss.default)
 def huber_loss(x, y, reduction=1, delta=1.0):
-    d = x - y
+    # float16 / bfloat16: eager computes in float32 (opmath) and rounds once
+    d = _acc(x) - _acc(y)
     ad = jnp.abs(d)
-    return _reduce(jnp.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta)), reduction)
+    loss = jnp.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta))
+    return _reduce(loss.astype(x.dtype), reduction)
 
 
 @register(aten.huber_loss_backward.default)
@@ -139,6 +151,17 @@ def huber_loss_backward(g, x, y, reduction, delta):
 
 @register(aten.binary_cross_entropy.default)
 def binary_cross_entropy(x, y, weight=None, reduction=1):
+    r = _low(x)
+    if r is not None:
+        # eager's kernel in the dtype, every operation rounded:
+        # (y - 1) * max(log1p(-x), -100) - y * max(log(x), -100), then loss * weight
+        xa, ya = _acc(x), _acc(y)
+        lo = r(r(ya - 1) * jnp.maximum(r(jnp.log1p(-xa)), -100.0))
+        hi = r(ya * jnp.maximum(r(jnp.log(xa)), -100.0))
+        loss = r(lo - hi)
+        if weight is not None:
+            loss = r(loss * _acc(weight))
+        return _reduce(loss.astype(x.dtype), reduction)
     xa, ya = _acc(x), _acc(y)
     loss = -(ya * jnp.maximum(jnp.log(xa), -100.0) + (1 - ya) * jnp.maximum(jnp.log1p(-xa), -100.0))
     if weight is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import torch
 from jax import lax
@@ -41,14 +42,15 @@ def _vjp(fwd, primals, cotangent, mask):
 
 # ---------------------------------------------------------------- convolution
 
-def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
+def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups, acc=None):
+    """acc: the accumulation / result dtype (preferred_element_type), None for the input's."""
     nd = x.ndim - 2
     stride, padding, dilation = _tup(stride, nd), _tup(padding, nd), _tup(dilation, nd)
     if not transposed:
         return lax.conv_general_dilated(
             x, w.astype(x.dtype) if w.dtype != x.dtype else w, window_strides=stride,
             padding=[(p, p) for p in padding], rhs_dilation=dilation,
-            feature_group_count=groups, precision=HIGHEST)
+            feature_group_count=groups, precision=HIGHEST, preferred_element_type=acc)
     output_padding = _tup(output_padding, nd)
     cin, coutg = w.shape[0], w.shape[1]
     k = w.shape[2:]
@@ -60,7 +62,7 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
             for kk, p, d, op in zip(k, padding, dilation, output_padding)]
     return lax.conv_general_dilated(
         x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride, rhs_dilation=dilation,
-        feature_group_count=groups, precision=HIGHEST)
+        feature_group_count=groups, precision=HIGHEST, preferred_element_type=acc)
 
 
 def _bias_shape(b, nd):
@@ -69,10 +71,17 @@ def _bias_shape(b, nd):
 
 @register(aten.convolution.default)
 def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    out = _conv(x, w, stride, padding, dilation, transposed, output_padding, groups)
+    """float16 / bfloat16 accumulate in float32 and add the bias before the one rounding, as eager
+    CPU's kernels do (im2col + a float32-accumulating gemm onto the bias, or oneDNN). A transposed
+    one in float16 on a host without float16 oneDNN support runs eager's col2im kernel, which rounds
+    after each kernel offset: that depends on the host, so lazyxla keeps the one rounding."""
+    low = x.dtype if x.dtype in (jnp.float16, jnp.bfloat16) else None
+    # (float16 products are exact in float32: the inputs stay float16, the accumulator is float32)
+    out = _conv(x, w, stride, padding, dilation, transposed, output_padding, groups,
+                jnp.float32 if low is not None else None)
     if bias is not None:
         out = out + _bias_shape(bias, x.ndim - 2).astype(out.dtype)
-    return out
+    return out.astype(x.dtype) if low is not None else out
 
 
 @register(aten.convolution_backward.default)
@@ -176,7 +185,8 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
     stride = _tup(stride, nd) if stride else kernel
     padding = _tup(padding, nd)
     win, _, valid, outs = _windows(x, kernel, stride, padding, (1,) * nd, ceil_mode, 0)
-    total = jnp.sum(win, axis=-1)
+    # float16 / bfloat16: the window sum and the division in float32 (opmath), one rounding
+    total = jnp.sum(_acc(win), axis=-1)
     if divisor_override:
         div = np.full(tuple(outs), float(divisor_override))
     elif count_include_pad:
@@ -192,7 +202,7 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
             div = div * (end - start).reshape(shape)
     else:
         div = valid.sum(-1).astype(np.float64)
-    return total / jnp.asarray(div, total.dtype)
+    return (total / jnp.asarray(div, total.dtype)).astype(x.dtype)
 
 
 @register(aten.avg_pool2d.default)
@@ -225,20 +235,56 @@ def _adaptive_bounds(n, o):
 
 
 def _adaptive_matrix(n, o):
+    """(o, n) 0/1 matrix: which inputs each adaptive window sums."""
     s, e = _adaptive_bounds(n, o)
     m = np.zeros((o, n))
     for i in range(o):
-        m[i, s[i]:e[i]] = 1.0 / (e[i] - s[i])
+        m[i, s[i]:e[i]] = 1.0
     return m
 
 
 def _adaptive_avg(x, output_size, nd):
-    out = x
-    for i, o in enumerate(_tup(output_size, nd)):
+    """Eager CPU: the window sum accumulated in float32 (opmath), divided by each window extent in
+    turn (sum / kh / kw), rounded once to the input dtype. adaptive_avg_pool3d is the exception
+    (_adaptive_avg_half_3d)."""
+    outs = _tup(output_size, nd)
+    if nd == 3 and x.dtype in (jnp.float16, jnp.bfloat16):
+        return _adaptive_avg_half_3d(x, outs)
+    out = _acc(x)
+    for i, o in enumerate(outs):
         ax = x.ndim - nd + i
-        m = jnp.asarray(_adaptive_matrix(x.shape[ax], o), x.dtype)
+        m = jnp.asarray(_adaptive_matrix(x.shape[ax], o), out.dtype)
         out = jnp.moveaxis(jnp.tensordot(jnp.moveaxis(out, ax, -1), m.T, axes=1, precision=HIGHEST), -1, ax)
-    return out
+    for i, o in enumerate(outs):
+        s, e = _adaptive_bounds(x.shape[x.ndim - nd + i], o)
+        shape = [1] * nd
+        shape[i] = o
+        out = out / jnp.asarray((e - s).reshape(shape), out.dtype)
+    return out.astype(x.dtype)
+
+
+def _adaptive_avg_half_3d(x, outs):
+    """Eager CPU's adaptive_avg_pool3d (AdaptiveAveragePooling3d.cpp) accumulates in the input's
+    float16 / bfloat16 itself: `scalar_t sum = 0; sum += x` over the window in (t, h, w) order,
+    each addition rounded, then `sum / kT / kH / kW` with every division rounded (c10::Half
+    arithmetic divides by the extent converted to the same dtype)."""
+    low = x.dtype
+    rnd = lambda v: v.astype(low).astype(jnp.float32)  # noqa: E731
+    win, _, valid = _adaptive_windows(x, outs, 3)
+    win = jnp.moveaxis(win.astype(jnp.float32), -1, 0)
+    valid = jnp.moveaxis(jnp.asarray(valid), -1, 0)
+
+    def step(acc, wv):
+        w, v = wv
+        return jnp.where(v, rnd(acc + w), acc), None
+    acc, _ = lax.scan(step, jnp.zeros(win.shape[1:], jnp.float32), (win, valid))
+    ml = ml_dtypes.bfloat16 if low == jnp.bfloat16 else np.float16
+    for i, o in enumerate(outs):
+        s, e = _adaptive_bounds(x.shape[x.ndim - 3 + i], o)
+        shape = [1] * 3
+        shape[i] = o
+        acc = rnd(acc / jnp.asarray((e - s).astype(ml).astype(np.float32).reshape(shape)))
+    return acc.astype(low)
 
 
 @register(aten._adaptive_avg_pool2d.default)
@@ -261,11 +307,13 @@ def adaptive_avg_pool3d_backward(g, x):
     return _vjp(lambda a: _adaptive_avg(a, g.shape[-3:], 3), [x], g, [True])[0]
 
 
-def _adaptive_max(x, output_size, nd):
+def _adaptive_windows(x, outs, nd):
+    """Gather the adaptive windows of the last nd dims, padded to the largest window:
+    -> (windows (..., O1..On, K), flat input index of each element, valid mask (O1..On, K)); the K
+    elements of a window run in row-major order (the order eager's loops visit them)."""
     sp = x.shape[-nd:]
-    outs = _tup(output_size, nd)
     bounds = [_adaptive_bounds(n, o) for n, o in zip(sp, outs)]
-    kmax = [int(np.max(e - s)) for s, e in bounds]
+    kmax = [int(np.max(e - s)) if o else 1 for (s, e), o in zip(bounds, outs)]
     full_pos, valid = [], np.ones(tuple(outs) + tuple(kmax), bool)
     for i, (s, e) in enumerate(bounds):
         ps = s[:, None] + np.arange(kmax[i])[None, :]
@@ -281,6 +329,12 @@ def _adaptive_max(x, output_size, nd):
     flat, valid = flat.reshape(tuple(outs) + (kk,)), valid.reshape(tuple(outs) + (kk,))
     xf = x.reshape(x.shape[:-nd] + (int(np.prod(sp)),))  # not -1: an empty batch has no size to infer
     win = jnp.take(xf, jnp.asarray(flat.reshape(-1)), axis=-1).reshape(x.shape[:-nd] + tuple(outs) + (kk,))
+    return win, flat, valid
+
+
+def _adaptive_max(x, output_size, nd):
+    outs = _tup(output_size, nd)
+    win, flat, valid = _adaptive_windows(x, outs, nd)
     neg = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
     win = jnp.where(jnp.asarray(valid), win, jnp.asarray(neg, win.dtype))
     am = jnp.argmax(win, axis=-1)
@@ -316,14 +370,43 @@ def _acc(x):
     return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
 
 
-def _bn_train(x, w, b, eps):
+def _bn_low(x, *params):
+    """The reduced dtype PyTorch's CPU batch norm stores its statistics in: the input's float16 /
+    bfloat16 when every given parameter (weight, bias, running stats) has that dtype too, else None
+    (a float32 parameter makes the kernel "mixed": statistics stay float32)."""
+    if x.dtype not in (jnp.float16, jnp.bfloat16):
+        return None
+    return x.dtype if all(p is None or p.dtype == x.dtype for p in params) else None
+
+
+def _bn_train(x, w, b, eps, low=None):
+    """-> (out, save_mean, save_invstd, running_update_mean, unbiased_var), accumulated in float32
+    (opmath). With `low` (see _bn_low) eager CPU rounds the saved mean and invstd to it and
+    normalises with the rounded values (out = x * alpha + beta, alpha = invstd * w,
+    beta = b - mean * alpha). bfloat16 rounds more: the sum of squared deviations is kept in
+    bfloat16 and divided by the count in bfloat16 (c10::BFloat16 arithmetic,
+    var = bf16(bf16(sum) / bf16(n))), and the running-mean update takes the rounded mean; float16
+    keeps both in float32."""
     xa = _acc(x)
     axes = (0,) + tuple(range(2, x.ndim))
+    n = x.size // x.shape[1] if x.size else 0
     mean = jnp.mean(xa, axis=axes)
-    var = jnp.mean(jnp.square(xa - _bshape(mean, x.ndim)), axis=axes)
-    invstd = lax.rsqrt(var + eps)
-    out = _bn_apply(xa, w, b, mean, invstd)
-    return out, mean, invstd, var
+    var_sum = jnp.sum(jnp.square(xa - _bshape(mean, x.ndim)), axis=axes)
+    if low == jnp.bfloat16:
+        rnd = lambda v: v.astype(low).astype(jnp.float32)  # noqa: E731
+        var_sum = rnd(var_sum)
+        var = rnd(var_sum / float(ml_dtypes.bfloat16(n)))
+        unbiased = rnd(var_sum / float(ml_dtypes.bfloat16(max(n - 1, 1))))
+    else:
+        var = var_sum / max(n, 1)
+        unbiased = var_sum / max(n - 1, 1)
+    invstd = 1 / jnp.sqrt(var + eps)
+    save_mean, save_invstd = mean, invstd
+    if low is not None:
+        save_mean = mean.astype(low).astype(jnp.float32)
+        save_invstd = invstd.astype(low).astype(jnp.float32)
+    out = _bn_apply(xa, w, b, save_mean, save_invstd)
+    return out, save_mean, save_invstd, save_mean if low == jnp.bfloat16 else mean, unbiased
 
 
 def _bshape(v, ndim):
@@ -338,7 +421,7 @@ def _bn_apply(x, w, b, mean, invstd):
 
 
 def _bn_eval(x, w, b, rm, rv, eps):
-    invstd = lax.rsqrt(_acc(rv) + eps)
+    invstd = 1 / jnp.sqrt(_acc(rv) + eps)  # float32, unrounded (eager CPU: 1 / std::sqrt)
     return _bn_apply(_acc(x), w, b, _acc(rm), invstd)
 
 
@@ -351,17 +434,16 @@ def native_batch_norm_functional(x, w, b, rm, rv, training, momentum, eps, _meta
     if not training:
         out = _bn_eval(x, w, b, rm, rv, eps)
         return (out, *_empty_stats(_meta), rm, rv)
-    out, mean, invstd, var = _bn_train(x, w, b, eps)
-    n = x.size // x.shape[1]
-    unbiased = var * (n / max(n - 1, 1))
-    new_rm = (1 - momentum) * rm + momentum * mean
-    new_rv = (1 - momentum) * rv + momentum * unbiased
-    return out, mean, invstd, new_rm, new_rv
+    out, save_mean, invstd, mean, unbiased = _bn_train(x, w, b, eps, _bn_low(x, w, b, rm, rv))
+    # float32 (opmath) update, rounded once to the running stats' dtype
+    new_rm = momentum * mean + (1 - momentum) * _acc(rm)
+    new_rv = momentum * unbiased + (1 - momentum) * _acc(rv)
+    return out, save_mean, invstd, new_rm, new_rv
 
 
 @register(aten._native_batch_norm_legit.no_stats)
 def native_batch_norm_no_stats(x, w, b, training, momentum, eps):
-    out, mean, invstd, _ = _bn_train(x, w, b, eps)
+    out, mean, invstd, _, _ = _bn_train(x, w, b, eps, _bn_low(x, w, b))
     return out, mean, invstd
 
 
@@ -377,7 +459,8 @@ def native_batch_norm_backward(g, x, w, rm, rv, save_mean, save_invstd, train, e
     else:
         w_ = w
     if train:
-        fwd = lambda a, ww: _bn_train(a, ww, None, eps)[0]  # noqa: E731
+        low = _bn_low(x, w, rm, rv)
+        fwd = lambda a, ww: _bn_train(a, ww, None, eps, low)[0]  # noqa: E731
     else:
         fwd = lambda a, ww: _bn_eval(a, ww, None, rm, rv, eps)  # noqa: E731
     gi, gw = _vjp(fwd, [x, w_], g, [output_mask[0], output_mask[1] and w is not None])
@@ -459,7 +542,7 @@ def native_layer_norm_backward(g, x, normalized_shape, mean, rstd, w, b, output_
 
 
 def _gn(x, w, b, n, c, hxw, group, eps):
-    xa = _acc(x).reshape(n, group, -1)
+    xa = _acc(x).reshape(n, group, (c // group) * hxw)  # not -1: an empty batch has no size to infer
     mean = jnp.mean(xa, axis=-1)
     var = jnp.mean(jnp.square(xa - mean[..., None]), axis=-1)
     rstd = lax.rsqrt(var + eps)

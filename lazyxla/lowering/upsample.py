@@ -1,6 +1,9 @@
 """Upsampling: nearest (a gather), linear, cubic and antialiased (separable resampling, one
 (out, in) weight matrix per spatial dim, built on the host from the static sizes).
 
+float16 / bfloat16 accumulate in float32 and round once; eager's generic kernel stores its
+weights in the dtype, and so do these where eager uses it.
+
 uint8 images follow eager's integer path instead of computing in float: per dim, weights in
 double become int16 at a precision chosen from the largest weight, each output is
 (sum(pixel * weight) + half) >> precision clamped to 0..255, and every pass rounds to uint8 before
@@ -93,6 +96,65 @@ def _cubic_matrix(n_in, n_out, align_corners, scale):
     return m
 
 
+# float16 / bfloat16 through eager's generic kernel (linear1d, trilinear3d, bicubic2d, and
+# bilinear2d with out_h + out_w > 128): weights computed in float32 and stored in the dtype.
+
+def _fma32(a, b, c):
+    """float32 fused multiply-add (the product is exact in float64)."""
+    return (np.float64(a) * np.float64(b) + np.float64(c)).astype(np.float32)
+
+
+def _src_scale32(n_in, n_out, align_corners, scale):
+    """_src_scale as eager computes it in float32 (area_pixel_compute_scale<float>)."""
+    f = np.float32
+    if align_corners:
+        return f(n_in - 1) / f(n_out - 1) if n_out > 1 else f(0)
+    if scale is not None and scale > 0:
+        return f(1.0 / scale)
+    return f(n_in) / f(n_out)
+
+
+def _round_to(v, low):
+    """numpy float32 values rounded to the reduced dtype `low` (kept as float32)."""
+    return np.asarray(v, np.float32).astype(low).astype(np.float32)
+
+
+def _linear_matrix_low(n_in, n_out, align_corners, scale, low):
+    """Source index and lambda in float32, lambda1 stored in the dtype, lambda0 = 1 - lambda1
+    rounded to it too."""
+    f = np.float32
+    s = _src_scale32(n_in, n_out, align_corners, scale)
+    o = np.arange(n_out, dtype=f)
+    src = o * s if align_corners else np.maximum(_fma32(s, o + f(0.5), f(-0.5)), f(0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    l1 = _round_to(np.clip(src - i0.astype(f), 0, 1), low)
+    l0 = _round_to(f(1) - l1, low)
+    m = np.zeros((n_out, n_in))
+    np.add.at(m, (np.arange(n_out), i0), l0)
+    np.add.at(m, (np.arange(n_out), i0 + (i0 < n_in - 1)), l1)
+    return m
+
+
+def _cubic_matrix_low(n_in, n_out, align_corners, scale, low):
+    """float32 arithmetic as eager's compiled kernel does it, fused multiply-adds included
+    (matched weight for weight on an AVX2 host), each tap's weight rounded to the dtype."""
+    f, a = np.float32, -0.75
+    s = _src_scale32(n_in, n_out, align_corners, scale)
+    o = np.arange(n_out, dtype=f)
+    src = o * s if align_corners else _fma32(s, o + f(0.5), f(-0.5))
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    t = np.clip(src - i0.astype(f), f(0), f(1)).astype(f)
+    c1 = lambda x: ((_fma32(f(a + 2), x, f(-(a + 3))) * x) * x + f(1)).astype(f)  # noqa: E731
+    c2 = lambda x: (_fma32(_fma32(f(a), x, f(-5 * a)), x, f(8 * a)) * x - f(4 * a)).astype(f)  # noqa: E731
+    m = np.zeros((n_out, n_in))
+    for k, w in enumerate([c2(t + f(1)), c1(t), c1(f(1) - t), c2((f(1) - t) + f(1))]):
+        np.add.at(m, (np.arange(n_out), np.clip(i0 - 1 + k, 0, n_in - 1)), _round_to(w, low))
+    return m
+
+
+_LOW_MATRIX = {_linear_matrix: _linear_matrix_low, _cubic_matrix: _cubic_matrix_low}
+
+
 def _aa_matrix(n_in, n_out, align_corners, scale, cubic):
     """Anti-aliased (PIL-style) resampling weights of _upsample_bilinear2d_aa / _bicubic2d_aa: the
     filter's support widens by the downscaling factor and each row is normalised."""
@@ -112,15 +174,22 @@ def _aa_matrix(n_in, n_out, align_corners, scale, cubic):
     return m
 
 
-def _resample(x, output_size, align_corners, scales, matrix):
-    """Separable resampling: one (out, in) weight matrix per spatial dim, applied in turn."""
+def _resample(x, output_size, align_corners, scales, matrix, generic=False):
+    """Separable resampling: one (out, in) weight matrix per spatial dim, applied in turn. float16 /
+    bfloat16 accumulate in float32 (opmath) and round once; with `generic` (eager's generic
+    kernel) their weights are the dtype's."""
     nd = len(output_size)
-    out = x
+    half = x.dtype in (jnp.float16, jnp.bfloat16)
+    out = x.astype(jnp.float32) if half else x
     for i, o in enumerate(output_size):
         ax = x.ndim - nd + i
-        m = jnp.asarray(matrix(x.shape[ax], o, align_corners, scales[i]), x.dtype)
+        if half and generic and matrix in _LOW_MATRIX:
+            m = _LOW_MATRIX[matrix](x.shape[ax], o, align_corners, scales[i], x.dtype)
+        else:
+            m = matrix(x.shape[ax], o, align_corners, scales[i])
+        m = jnp.asarray(m, out.dtype)
         out = jnp.moveaxis(jnp.tensordot(jnp.moveaxis(out, ax, -1), m.T, axes=1, precision=HIGHEST), -1, ax)
-    return out
+    return out.astype(x.dtype)
 
 
 # ---------------------------------------------------------------- uint8 (eager's integer path)
@@ -197,7 +266,10 @@ def _interpolate(x, output_size, align_corners, scales, mode, antialias):
     if antialias:
         return _resample(x, output_size, align_corners, scales,
                          lambda *a: _aa_matrix(*a, cubic=mode == "bicubic"))
-    return _resample(x, output_size, align_corners, scales, _MATRIX[mode])
+    # eager's bilinear2d kernel is vectorised (float32 weights) up to out_h + out_w = 128 (and for
+    # 3-channel images on one thread: a host setting, not followed), the others are generic
+    generic = mode != "bilinear" or sum(output_size) > 128
+    return _resample(x, output_size, align_corners, scales, _MATRIX[mode], generic)
 
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)

@@ -176,6 +176,7 @@ def test_layer_norm():
 
 def test_group_norm():
     check(lambda x, w, b: F.group_norm(x, 2, w, b), R(2, 4, 3, 3), R(4), R(4))
+    check(lambda x, w, b: F.group_norm(x, 1, w, b), R(0, 2), R(2), R(2))  # an empty batch
     check_grad(lambda x, w, b: F.group_norm(x, 2, w, b), R(2, 4, 3, 3), R(4), R(4), atol=1e-5, rtol=1e-4)
     _module_check(nn.GroupNorm(3, 6), R(2, 6, 4))
 

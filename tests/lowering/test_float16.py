@@ -1,0 +1,156 @@
+"""float16 / bfloat16 follow eager CPU's kernels: where they accumulate (float32 "opmath" or the
+dtype itself) and where they round intermediates back to the dtype. Results agree with eager
+within the default float16 / bfloat16 tolerances (one rounding step apart fails them)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lazyxla
+from lazyxla.testing import check, to_cpu
+
+LOW = [torch.float16, torch.bfloat16]
+torch.manual_seed(0)
+G2 = torch.rand(2, 4, 6, 2) * 2.6 - 1.3
+G3 = torch.rand(1, 3, 4, 5, 3) * 2.6 - 1.3
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def R(*shape, dtype=torch.float16, scale=3.0):
+    return (torch.randn(*shape) * scale).to(dtype)
+
+
+# ---------------------------------------------------------------- normalization
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_batch_norm_training_normalises_with_rounded_statistics(dtype):
+    """Saved mean and invstd are rounded to the dtype and the output uses the rounded values
+    (bfloat16 also keeps the variance in bfloat16); the running stats update in float32 and
+    round once."""
+    x, w, b = R(8, 3, 16, dtype=dtype) + 1, R(3, dtype=dtype), R(3, dtype=dtype)
+    rm, rv = R(3, dtype=dtype), R(3, dtype=dtype).abs() + 0.5
+
+    def f(x, w, b, rm, rv):
+        rm, rv = rm.clone(), rv.clone()
+        return F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.3, eps=1e-5), rm, rv
+    check(f, x, w, b, rm, rv)
+
+
+def test_batch_norm_with_float32_parameters_keeps_float32_statistics():
+    x = R(4, 3, 6) + 1
+    check(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x,
+          torch.randn(3), torch.randn(3))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5),
+    lambda x: torch.native_layer_norm(x, [6], None, None, 1e-5),
+], ids=["batch_norm", "layer_norm"])
+def test_saved_statistics_are_float32_with_eager_values(fn):
+    """Eager CPU returns float16 statistics, the meta kernel (and CUDA) float32: lazyxla keeps the
+    meta kernel's float32, holding the values eager computes."""
+    x = R(4, 3, 6) + 1
+    expected = fn(x)
+    actual = to_cpu(fn(x.to(lazyxla.device())))
+    torch.testing.assert_close(actual[0], expected[0])
+    for a, e in zip(actual[1:], expected[1:]):
+        assert a.dtype == torch.float32 and e.dtype == torch.float16
+        torch.testing.assert_close(a.half(), e)
+
+
+# ---------------------------------------------------------------- pooling
+
+def test_avg_pool2d_sums_and_divides_in_float32():
+    check(lambda x: F.avg_pool2d(x, 3), R(2, 4, 12, 12))
+
+def test_adaptive_avg_pool2d_accumulates_in_float32():
+    check(lambda x: F.adaptive_avg_pool2d(x, (3, 4)), R(2, 3, 7, 9))
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_adaptive_avg_pool3d_accumulates_in_the_dtype(dtype):
+    """AdaptiveAveragePooling3d.cpp sums in the dtype (every addition rounded), then divides by
+    each window extent in turn, rounding each quotient."""
+    check(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), R(2, 5, 7, 5, dtype=dtype))
+
+
+# ---------------------------------------------------------------- convolution
+
+def test_conv_adds_the_bias_before_the_one_rounding():
+    """Eager accumulates in float32 onto the bias and rounds once (round(x * w + b), not
+    round(round(x * w) + b))."""
+    check(lambda x, w, b: F.conv3d(x, w, b), R(1, 1, 4, 4, 4), R(1, 1, 1, 1, 1), R(1))
+    check(lambda x, w, b: F.conv2d(x, w, b, padding=1), R(2, 3, 5, 5), R(4, 3, 3, 3), R(4))
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("kw", [dict(stride=2, padding=2, output_padding=1), dict(dilation=2, groups=2)])
+def test_conv_transpose_rounds_once(kw, dtype):
+    """A transposed convolution accumulates in float32 and rounds once, as eager's oneDNN kernel.
+    Eager on a host without oneDNN support for the dtype runs col2im, which rounds after every
+    kernel offset; which one runs depends on the host, so lazyxla does not follow it."""
+    x, w, b = R(2, 4, 4, 5, dtype=dtype), R(4, 3, 3, 3, dtype=dtype), R(6 if kw.get("groups") else 3, dtype=dtype)
+    expected = F.conv_transpose2d(x.float(), w.float(), b.float(), **kw).to(dtype)
+    D = lazyxla.device()
+    actual = F.conv_transpose2d(x.to(D), w.to(D), b.to(D), **kw).cpu()
+    torch.testing.assert_close(actual, expected)  # (col2im's roundings differ by percents)
+
+
+# ---------------------------------------------------------------- upsampling
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_linear_trilinear_bicubic_weights_are_in_the_dtype(dtype):
+    """The generic upsampling kernel stores its interpolation weights in the input dtype (linear:
+    lambda1 rounded, lambda0 = 1 - lambda1 rounded) and sums in float32."""
+    check(lambda x: F.interpolate(x, size=13, mode="linear"), R(2, 3, 6, dtype=dtype))
+    check(lambda x: F.interpolate(x, scale_factor=1.7, mode="trilinear", align_corners=True),
+          R(1, 2, 3, 4, 5, dtype=dtype))
+    check(lambda x: F.interpolate(x, scale_factor=(1.3, 1.7), mode="bicubic"),
+          R(1, 3, 6, 9, dtype=dtype))
+
+
+def test_bilinear_weight_precision_depends_on_output_size():
+    """Outputs with out_h + out_w <= 128 take eager's vectorised kernel (float32 weights), larger
+    ones the generic kernel (float16 weights)."""
+    x = R(1, 2, 9, 11)
+    check(lambda x: F.interpolate(x, size=(7, 13), mode="bilinear"), x)
+    check(lambda x: F.interpolate(x, size=(70, 70), mode="bilinear"), x)
+
+
+# ---------------------------------------------------------------- grid sampling
+
+
+@pytest.mark.parametrize("mode,pad", [("bilinear", "zeros"), ("bilinear", "reflection"),
+                                      ("nearest", "border"), ("bicubic", "zeros")])
+def test_grid_sample_2d_rounds_every_operation(mode, pad):
+    """grid_sampler_2d computes in Vectorized<Half>: every operation rounds to float16."""
+    check(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=pad, align_corners=False),
+          R(2, 3, 5, 7), G2.half())
+
+
+def test_grid_sample_3d_rounds_every_operation():
+    """grid_sampler_3d runs scalar c10::Half arithmetic, with its own weight formulas."""
+    check(lambda x, g: F.grid_sample(x, g, padding_mode="border", align_corners=True),
+          R(1, 2, 3, 4, 5), G3.half())
+
+
+# ---------------------------------------------------------------- losses, embedding_bag
+
+def test_huber_loss_computes_in_float32():
+    a, b = R(256) * 2, R(256) * 2
+    check(lambda a, b: F.huber_loss(a, b, reduction="none", delta=8.7), a, b)
+
+
+def test_binary_cross_entropy_rounds_every_operation():
+    x, y, w = torch.rand(256).half(), torch.rand(256).half(), torch.rand(256).half() * 2
+    check(lambda x, y, w: F.binary_cross_entropy(x, y, w, reduction="none"), x, y, w)
+
+
+def test_embedding_bag_accumulates_in_float32():
+    w, idx = R(10, 5), torch.tensor([1, 4, 4, 7, 2, 9, 0, 3])
+    off, psw = torch.tensor([0, 3, 5]), torch.rand(8).half() * 2
+    check(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p), w, idx, off, psw)
+    check(lambda w, i, o: F.embedding_bag(i, w, o, mode="mean"), w, idx, off)
