@@ -90,6 +90,13 @@ def baddbmm(self, a, b, beta=1, alpha=1):
 
 @register(aten.addbmm.default)
 def addbmm(self, a, b, beta=1, alpha=1):
+    if np.dtype(a.dtype) in _LOW_FLOATS and a.shape[0] > 1:
+        # eager runs one addmm per batch (float32 accumulation), rounding to the dtype after each
+        prods = _mat("bij,bjk->bik", a, b)
+        first = _add_scaled(self, prods[0], beta, alpha).astype(a.dtype)
+        out, _ = lax.scan(lambda acc, p: (_add_scaled(acc, p, 1, alpha).astype(a.dtype), None),
+                          first, prods[1:])
+        return out
     return _add_scaled(self, _mat("bij,bjk->ik", a, b), beta, alpha)
 
 
@@ -379,4 +386,8 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, _me
 
 @register(aten.linalg_matrix_exp.default)
 def linalg_matrix_exp(a):
+    """float16 / bfloat16 in float32, rounded once: JAX's expm refuses them, and eager's CPU
+    kernel in the dtype overflows to inf / NaN even for small standard-normal matrices."""
+    if a.dtype in (jnp.float16, jnp.bfloat16):
+        return jax.scipy.linalg.expm(a.astype(jnp.float32)).astype(a.dtype)
     return jax.scipy.linalg.expm(a)

@@ -198,10 +198,13 @@ def round_decimals(x, decimals=0, _meta=None):
 
 @register(aten.logit.default, meta=True)
 def logit(x, eps=None, _meta=None):
+    low = out_dtype(_meta)
     x = compute(_meta, x)
+    # float16 / bfloat16: eager's kernel rounds every step to the dtype
+    r = (lambda v: v.astype(low).astype(v.dtype)) if low in _HALF else (lambda v: v)  # noqa: E731
     if eps is not None:
-        x = jnp.clip(x, eps, 1 - eps)
-    return jnp.log(x / (1 - x))
+        x = r(jnp.clip(x, eps, 1 - eps))
+    return jnp.log(r(x / r(1 - x)))
 
 
 @register(aten.digamma.default, meta=True)

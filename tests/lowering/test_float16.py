@@ -154,3 +154,28 @@ def test_embedding_bag_accumulates_in_float32():
     off, psw = torch.tensor([0, 3, 5]), torch.rand(8).half() * 2
     check(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p), w, idx, off, psw)
     check(lambda w, i, o: F.embedding_bag(i, w, o, mode="mean"), w, idx, off)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_matrix_exp_computes_in_float32(dtype):
+    """JAX's expm refuses reduced dtypes; eager's kernel in the dtype overflows to inf / NaN on
+    standard-normal matrices. lazyxla computes in float32 and rounds once."""
+    a = torch.randn(2, 3, 3).to(dtype)
+    expected = torch.linalg.matrix_exp(a.float()).to(dtype)
+    actual = torch.linalg.matrix_exp(a.to(lazyxla.device())).cpu()
+    assert actual.dtype == dtype
+    torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("eps", [None, 0.05])
+def test_logit_rounds_every_step(eps):
+    """Eager computes log(x / (1 - x)) in the dtype: 1 - x and the quotient are rounded."""
+    x = torch.rand(500).half() * 1.2 - 0.1
+    check(lambda x: torch.logit(x, eps), x, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+def test_addbmm_rounds_after_each_batch(beta, alpha):
+    """Eager's addbmm is one addmm per batch: float32 accumulation, rounded after each."""
+    check(lambda m, a, b: torch.addbmm(m, a, b, beta=beta, alpha=alpha), R(5, 10), R(4, 5, 7), R(4, 7, 10),
+          atol=0, rtol=0)
