@@ -371,3 +371,16 @@ def _multinomial(probs, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and num_samples > probs.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+
+
+def _range_ends(op):
+    """Eager converts start and end to the dtype, raising on overflow, once there are elements
+    (logspace: more than one): its kernel on at most 3 elements on the CPU makes the same checks."""
+    def fn(start, end, steps, *args, **kwargs):
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory")}
+        op(start, end, min(steps, 3), *args, device="cpu", **kwargs)
+    return fn
+
+
+for _op in (aten.linspace.default, aten.logspace.default):
+    check(_op)(_range_ends(_op))

@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from jax import lax
 
-from .histogram import _Arith
+from .exact_arith import Arith
 from .registry import aten, register
 
 
-def _host_alpha(ar: _Arith, n, k, m):
+def _host_alpha(ar: Arith, n, k, m):
     """(n - k) / (m - 1) in the dtype, on the host (a division by a constant inside XLA becomes a
     multiplication by the reciprocal)."""
     if ar.bits:
@@ -33,7 +33,7 @@ def _host_alpha(ar: _Arith, n, k, m):
     return (np.asarray(n - k, ar.dtype) / np.asarray(m - 1, ar.dtype)).astype(ar.dtype)
 
 
-def _starts(ar: _Arith, u, n, k, m):
+def _starts(ar: Arith, u, n, k, m):
     """Window starts (P, m) along one dimension for per-plane samples u (P,)."""
     last = jnp.full(u.shape + (1,), n - k, jnp.int64)
     if m <= 1:
@@ -62,7 +62,7 @@ def _pool(x, kernel_size, output_size, samples, order):
     spatial = x.shape[-nd:]
     lead = x.shape[:-nd]
     planes = math.prod(lead)
-    ar = _Arith(x.dtype)
+    ar = Arith(x.dtype)
     u = samples.reshape(-1)[:planes * nd].reshape(planes, nd).astype(ar.cd)
     # flat in-plane position of every (output position, window offset), per plane
     pos = jnp.zeros((planes,) + (1,) * (2 * nd), jnp.int64)

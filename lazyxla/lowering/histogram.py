@@ -28,118 +28,8 @@ import torch
 from jax import lax
 
 from lazyxla.jaxenv import type_name
+from .exact_arith import Arith, linspace
 from .registry import aten, register
-
-_REDUCED = {np.dtype(np.float16): (5, 10)}
-try:
-    import ml_dtypes
-    _REDUCED[np.dtype(ml_dtypes.bfloat16)] = (8, 7)
-except ImportError:  # pragma: no cover
-    pass
-
-
-# ---------------------------------------------------------------- arithmetic of the input dtype
-
-class _Arith:
-    """Arithmetic as PyTorch's CPU kernels do it in `dtype`: float32/float64 natively; half and
-    bfloat16 in float32, rounded to the dtype after every operation (c10::Half's operators).
-    xp: jax.numpy (in the program) or numpy (on the host, for edges fixed by a given range: no
-    program code, and numpy divides exactly and keeps subnormals)."""
-
-    def __init__(self, dtype, xp=jnp):
-        self.dtype = np.dtype(dtype)
-        self.bits = _REDUCED.get(self.dtype)
-        self.cd = np.dtype(np.float32) if self.bits else self.dtype  # computing dtype
-        self.xp = xp
-        self.host = xp is np
-
-    def r(self, v):
-        v = self.xp.asarray(v).astype(self.cd)
-        if not self.bits:
-            return v
-        if self.host:
-            return v.astype(self.dtype).astype(self.cd)
-        q = lax.reduce_precision(v, *self.bits)  # (flushes the dtype's subnormals)
-        if self.dtype == np.float16:  # half's subnormals are float32 normals: round them here
-            q = jnp.where(jnp.abs(v) < 2.0 ** -14, jnp.round(v * 2.0 ** 24) * 2.0 ** -24, q)
-        return q
-
-    def from_double(self, v):
-        """A double converted to the dtype (c10 converts to half through float)."""
-        v = self.xp.asarray(v, np.float64)
-        return self.r(v.astype(np.float32)) if self.bits else v.astype(self.cd)
-
-    def bitcast(self, v, dt):
-        return np.asarray(v).view(dt) if self.host else lax.bitcast_convert_type(v, dt)
-
-    def div(self, a, b):
-        """a / b rounded once, as eager divides. XLA turns a division by a constant or by a
-        broadcast value into a multiplication by its rounded reciprocal (36 / 10 -> 3.6000001 in
-        float32), which moves elements across bin edges; a divisor of the full shape behind a
-        barrier stays a division."""
-        if self.host:
-            return a / b
-        a, b = jnp.asarray(a), jnp.asarray(b)
-        shape = jnp.broadcast_shapes(a.shape, b.shape)
-        return jnp.broadcast_to(a, shape) / lax.optimization_barrier(jnp.broadcast_to(b, shape))
-
-
-def _two_sum(a, b):
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def _round_to_odd(ar: _Arith, s, err):
-    """s + err (s = fl(s + err), float64) rounded to odd: an inexact s moves to its neighbour
-    towards the exact value when its last bit is even. Rounding that to a narrower precision (or
-    adding it to a larger number) rounds the exact value correctly."""
-    xp = ar.xp
-    bits = ar.bitcast(s, np.int64)
-    fix = (err != 0) & ((bits & 1) == 0)
-    away = (err > 0) == (s > 0)  # the exact value lies farther from zero than s
-    bits = xp.where(fix, xp.where(away, bits + 1, bits - 1), bits)
-    return ar.bitcast(bits, np.float64)
-
-
-def _fma64(ar: _Arith, a, i, c, nbits):
-    """Correctly rounded a * i + c in float64 (a, c float64; i integers below 2**nbits <= 2**26).
-    a splits into a high part with nbits low mantissa bits cleared and the rest, so that both
-    products with i are exact; the three-term sum is Boldo and Melquiond's (round to odd)."""
-    mask = np.int64(~((1 << nbits) - 1))
-    hi = ar.bitcast(ar.bitcast(a, np.int64) & mask, np.float64)
-    lo = a - hi
-    i = i.astype(np.float64)
-    uh, ul = _two_sum(hi * i, lo * i)
-    th, tl = _two_sum(c, uh)
-    v = _round_to_odd(ar, *_two_sum(tl, ul))
-    return th + v
-
-
-def _fma(ar: _Arith, a, i, c, nbits):
-    """a * i + c rounded once to the dtype (what the CPU kernel's contracted expression gives);
-    half and bfloat16: two roundings, as c10's operators."""
-    if ar.bits:
-        return ar.r(c + ar.r(a * ar.r(i.astype(np.float32))))
-    if ar.dtype == np.float64:
-        return _fma64(ar, a, i, c, nbits)
-    p = a.astype(np.float64) * i.astype(np.float64)  # exact (24 + 26 bits)
-    return _round_to_odd(ar, *_two_sum(p, c.astype(np.float64))).astype(np.float32)
-
-
-def _linspace(ar: _Arith, start, end, steps):
-    """linspace(start, end, steps) as PyTorch's CPU kernel computes it; start and end are already
-    in the dtype."""
-    xp = ar.xp
-    if steps == 1:
-        return xp.reshape(start, (1,))
-    step = ar.r(ar.div(ar.r(end - start), ar.r(xp.asarray(steps - 1, np.float64))))
-    i = xp.arange(steps, dtype=np.int64)
-    nbits = max(int(steps).bit_length(), 1)
-    lo = _fma(ar, step, i, start, nbits)
-    hi = _fma(ar, -step, steps - 1 - i, end, nbits)
-    return xp.where(i < steps // 2, lo, hi)
-
 
 # ---------------------------------------------------------------- bin selection
 
@@ -160,7 +50,7 @@ def _upper_bound(edges, x, first, last, longest):
     return first
 
 
-def _bin_positions(ar: _Arith, x, edges, linear):
+def _bin_positions(ar: Arith, x, edges, linear):
     """Each element's bin along one dimension (the kernel's rule) and whether it is counted."""
     n = edges.shape[0]
     left, right = edges[0], edges[n - 1]
@@ -179,7 +69,7 @@ def _bin_positions(ar: _Arith, x, edges, linear):
     return pos, inside
 
 
-def _histogramdd(ar: _Arith, x, edges, weight, density, linear, out_dtype):
+def _histogramdd(ar: Arith, x, edges, weight, density, linear, out_dtype):
     """hist over the (M, D) points x with per-dimension edges (arrays in ar's computing dtype)."""
     d = x.shape[1]
     sizes = [e.shape[0] - 1 for e in edges]
@@ -208,7 +98,7 @@ def _histogramdd(ar: _Arith, x, edges, weight, density, linear, out_dtype):
     return hist.astype(out_dtype)
 
 
-def _outer_edges(ar: _Arith, x2):
+def _outer_edges(ar: Arith, x2):
     """(lo, hi) per dimension in the dtype: the data's min/max (in float64, as eager holds them),
     widened by 0.5 each way where equal; [0, 1] for no data."""
     d = x2.shape[1]
@@ -223,25 +113,25 @@ def _outer_edges(ar: _Arith, x2):
     return ar.from_double(lo), ar.from_double(hi)
 
 
-def _edges_from_counts(ar: _Arith, x2, bins, range_):
+def _edges_from_counts(ar: Arith, x2, bins, range_):
     """Each dimension's edges; from a given range they are constants, computed on the host."""
     if range_ is None:
         lo, hi = _outer_edges(ar, x2)
-        return [_linspace(ar, lo[k], hi[k], b + 1) for k, b in enumerate(bins)]
-    host = _Arith(ar.dtype, np)
+        return [linspace(ar, lo[k], hi[k], b + 1) for k, b in enumerate(bins)]
+    host = Arith(ar.dtype, np)
     edges = []
     with np.errstate(all="ignore"):
         for k, b in enumerate(bins):
             lo, hi = float(range_[2 * k]), float(range_[2 * k + 1])
             if lo == hi:
                 lo, hi = lo - 0.5, hi + 0.5
-            edges.append(jnp.asarray(_linspace(host, host.from_double(lo), host.from_double(hi), b + 1)))
+            edges.append(jnp.asarray(linspace(host, host.from_double(lo), host.from_double(hi), b + 1)))
     return edges
 
 
 def _input(x, d=None):
     """x as (M, D) points in the computing dtype."""
-    ar = _Arith(x.dtype)
+    ar = Arith(x.dtype)
     x2 = x.reshape(-1, 1) if d is None else x.reshape(-1, d)
     return ar, x2.astype(ar.cd)
 

@@ -10,6 +10,7 @@ from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from . import views
+from .exact_arith import Arith, linspace as exact_linspace
 from .registry import aten, register
 
 
@@ -242,6 +243,11 @@ def linspace(start, end, steps, *args, _meta=None, **kwargs):
         lo, hi = s0 + step * i, e0 - step * (steps - i - 1)
         out = lo if steps == 1 else jnp.where(i < steps // 2, lo, hi)  # one step: start
         return out.astype(jnp.int64).astype(dtype)
+    if jnp.issubdtype(dtype, jnp.floating):  # eager's fused multiply-adds, exactly
+        ar = Arith(dtype)
+        # behind a barrier: XLA's constant folding of the error-free sums is off by an ulp in float64
+        lo, hi = lax.optimization_barrier((ar.from_double(start), ar.from_double(end)))
+        return exact_linspace(ar, lo, hi, steps).astype(dtype)
     return _linspace_values(start, end, steps, dtype)
 
 

@@ -1,3 +1,4 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -47,6 +48,25 @@ def test_factories():
                    lambda dev: torch.linspace(-3, 7, 1, device=dev),
                    lambda dev: torch.tril_indices(4, 3, -1, device=dev), lambda dev: torch.triu_indices(3, 4, 1, device=dev)]:
         torch.testing.assert_close(dev_fn(d).cpu(), dev_fn("cpu"))
+
+
+LINSPACES = [(-3.3, 7.1, 50), (1e-3, 5, 100), (-59.201944810753204, -41.33766896673898, 242), (2, -5, 33),
+             (float("inf"), 1, 3), (1e308, -1e308, 5), (0, float("nan"), 3)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_linspace_equals_eager_bit_for_bit(dtype):
+    """Eager computes each element as one fused multiply-add (start + step * i for the lower half,
+    end - step * (n - 1 - i) above): a plain multiply and add is an ulp off in a third of them."""
+    for start, end, steps in LINSPACES:
+        try:
+            expected = torch.linspace(start, end, steps, dtype=dtype)
+        except RuntimeError as e:  # 1e308 overflows the narrower dtypes
+            with pytest.raises(RuntimeError, match=str(e)):
+                torch.linspace(start, end, steps, dtype=dtype, device=lazyxla.device())
+            continue
+        got = torch.linspace(start, end, steps, dtype=dtype, device=lazyxla.device()).cpu()
+        torch.testing.assert_close(got, expected, atol=0, rtol=0, equal_nan=True)
 
 
 def test_scatters_and_view_backwards():
