@@ -59,6 +59,16 @@ def index(x, indices):
     return x.at[idx].get(mode="clip")
 
 
+_BOOL_HOW = {"add": "max", "multiply": "min"}  # eager's bool + is OR, * is AND
+
+
+def _update(ref, how, values):
+    """ref.<how>(values) out of range dropped; JAX has no bool add or multiply."""
+    if ref.array.dtype == jnp.bool_:
+        how = _BOOL_HOW.get(how, how)
+    return getattr(ref, how)(values, mode="drop")
+
+
 def _mask_to_coords(mask):
     """k padded coordinate arrays of a k-d mask, length mask.size; padding is out of range."""
     mask = mask.astype(bool)
@@ -72,7 +82,7 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
     if not any(_is_mask(i) for i in indices):
         idx = _index_tuple(x, indices)
         ref = x.at[idx]
-        return ref.add(values, mode="drop") if accumulate else ref.set(values, mode="drop")
+        return _update(ref, "add" if accumulate else "set", values)
     # Boolean masks: each k-d mask becomes k padded coordinate arrays (nnz entries then padding).
     idx, d = [], 0
     n_adv, adv_pos, mask_len = 0, [], None
@@ -111,7 +121,7 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
         v = jnp.pad(v, pad)
     v = jnp.broadcast_to(v, rshape)
     ref = x.at[idx]
-    return ref.add(v, mode="drop") if accumulate else ref.set(v, mode="drop")
+    return _update(ref, "add" if accumulate else "set", v)
 
 
 @register(aten.index_select.default, meta=True)
@@ -162,7 +172,7 @@ def _scatter(x, dim, index, src, how):
         src = src[tuple(slice(0, s) for s in index.shape)]
     src = src.astype(x.dtype)
     ref = x.at[_coords(index, dim, x.shape[dim])]
-    out = getattr(ref, how)(src, mode="drop")
+    out = _update(ref, how, src)
     return out.reshape(()) if squeeze else out
 
 
@@ -225,7 +235,7 @@ def index_add(x, dim, index, source, alpha=1):
     src = source if (isinstance(alpha, int) and alpha == 1) else source * alpha
     src = src.reshape(src.shape[:dim] + (index.size,) + src.shape[dim + 1:]) if src.ndim == x.ndim \
         else src.reshape(x.shape[:dim] + (index.size,) + x.shape[dim + 1:])
-    return x.at[idx].add(src.astype(x.dtype), mode="drop")
+    return _update(x.at[idx], "add", src.astype(x.dtype))
 
 
 @register(aten.index_copy.default)
@@ -286,7 +296,7 @@ def index_reduce(x, dim, index, source, reduce, include_self=True):
         count = jnp.maximum(hit_b + (1 if include_self else 0), 1).astype(x.dtype)
         out = total / count if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.floor_divide(total, count)
     else:
-        out = getattr(base.at[idx], _REDUCE[reduce])(src, mode="drop")
+        out = _update(base.at[idx], _REDUCE[reduce], src)
     out = jnp.moveaxis(out, 0, dim)
     return out.reshape(()) if squeeze else out
 
@@ -298,7 +308,7 @@ def put(x, index, source, accumulate=False):
         return x
     ref = flat.at[_wrap(index.reshape(-1), flat.size)]
     src = source.reshape(-1).astype(x.dtype)
-    out = ref.add(src, mode="drop") if accumulate else ref.set(src, mode="drop")
+    out = _update(ref, "add" if accumulate else "set", src)
     return out.reshape(x.shape)
 
 

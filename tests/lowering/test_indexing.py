@@ -145,3 +145,25 @@ def test_cpu_index_tensors_with_device_tensor_as_on_cuda():
 def test_nonzero_static_of_an_empty_input_is_all_fill():
     check(lambda x: torch.nonzero_static(x, size=2), torch.zeros(2, 0))
     check(lambda x: torch.nonzero_static(x, size=3, fill_value=-5), torch.empty(0))
+
+
+BOOL_ACCUMULATIONS = {
+    "scatter_add": lambda x, s, i, j: x.scatter_add(0, i, s),
+    "scatter_reduce_sum": lambda x, s, i, j: x.scatter_reduce(0, i, s, "sum", include_self=False),
+    "scatter_reduce_prod": lambda x, s, i, j: x.scatter_reduce(0, i, s, "prod"),
+    "scatter_multiply": lambda x, s, i, j: x.scatter(0, i, s, reduce="multiply"),
+    "index_put_accumulate": lambda x, s, i, j: x.index_put((j,), s, accumulate=True),
+    "mask_index_put_accumulate": lambda x, s, i, j: x.index_put((s,), s[0, 0] | True, accumulate=True),
+    "put_accumulate": lambda x, s, i, j: x.put(i.reshape(-1)[:6], s.reshape(-1)[:6], accumulate=True),
+    "index_add": lambda x, s, i, j: x.index_add(0, j, s),
+    "index_reduce_prod": lambda x, s, i, j: x.index_reduce(0, j, s, "prod"),
+}
+
+
+@pytest.mark.parametrize("fn", BOOL_ACCUMULATIONS.values(), ids=BOOL_ACCUMULATIONS.keys())
+def test_bool_accumulation_is_or_and_product_is_and(fn):
+    """JAX has no bool add or multiply (it raised TypeError); eager's are OR and AND."""
+    g = torch.Generator().manual_seed(0)
+    x, s = torch.rand(4, 5, generator=g) > 0.6, torch.rand(4, 5, generator=g) > 0.5
+    i, j = torch.randint(0, 4, (4, 5), generator=g), torch.tensor([0, 2, 2, 1])
+    check(fn, x, s, i, j)
