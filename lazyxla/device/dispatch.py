@@ -15,7 +15,7 @@ from lazyxla.ir import buffer as buf
 from lazyxla.ir import meta
 from lazyxla.ir.buffer import Buffer, View, new_tensor, state_of
 from lazyxla.ir.node import Node, Slot, scalar_node
-from lazyxla.lowering.registry import LOWERINGS, Lowering, is_scalar_type
+from lazyxla.lowering.registry import LOWERINGS, VIEWS, Lowering, is_scalar_type
 from . import rng
 
 _LAZY = "lazyxla"
@@ -146,7 +146,8 @@ class _Recorder:
             elif t.is_neg():
                 node = math_bits(node, False, True)
             inputs.append(node)
-            self.key.append((t.shape, t.dtype))
+            # strides too where not contiguous: the result's layout follows them
+            self.key.append((t.shape, t.dtype) if t.is_contiguous() else (t.shape, t.dtype, t.stride()))
             n = len(inputs) - 1
             return _SLOT[n] if n < _NSLOT else Slot(n)
         if is_cpu_scalar(t):
@@ -316,9 +317,12 @@ def record(op, low, args, kwargs, info=None):
     node, spec = record_node(op, low, args, kwargs, info=info)
     if node is None:
         return [] if isinstance(spec, (list, tuple)) else spec
+    layout = meta.LAYOUTS.get(node.key) if meta.LAYOUTS else None
     if node.shape is not None:  # one tensor
-        return buf.wrap_node(node)
-    out = tuple(None if n is None else buf.wrap_node(n) for n in output_nodes(node, spec))
+        return buf.wrap_node(node, layout)
+    layout = layout or (None,) * len(spec)
+    out = tuple(None if n is None else buf.wrap_node(n, lo)
+                for n, lo in zip(output_nodes(node, spec), layout))
     return list(out) if info.returns_list else out
 
 
@@ -359,12 +363,14 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
     if st is None:
         raise device_mismatch(self)
     chain = st.chain if type(st) is View else ()
-    if (op is _AS_STRIDED or op is _AS_STRIDED_) and chain and self.dtype == st.root.node.dtype:
-        # as_strided addresses the storage, not the view: apply it to the root's value (a root's
-        # storage is its row-major value), at the view's own offset unless one is given
+    if (op is _AS_STRIDED or op is _AS_STRIDED_) and (chain or st.root.layout is not None) \
+            and self.dtype == st.root.node.dtype:
+        # as_strided addresses the storage, not the view: apply it to the root's value in memory
+        # order (its dims permuted by its layout), at the view's own offset unless one is given
         size, stride, *off = list(args) + ([kwargs["storage_offset"]] if "storage_offset" in kwargs else [])
         args = (size, stride, self.storage_offset() if not off or off[0] is None else off[0])
-        kwargs, chain, self = {}, (), _root_meta(st.root)
+        kwargs = {}
+        chain, self = _memory_order(st.root)
     r = _Recorder()
     rest = tuple([r.value(a, False) for a in args])
     kw = tuple([(k, r.value(v, False)) for k, v in kwargs.items()]) if kwargs else ()
@@ -401,3 +407,21 @@ _AS_STRIDED, _AS_STRIDED_ = torch.ops.aten.as_strided.default, torch.ops.aten.as
 
 def _root_meta(root: Buffer) -> torch.Tensor:
     return torch.empty(root.node.shape, dtype=root.node.dtype, device="meta")
+
+
+_PERMUTE = torch.ops.aten.permute.default
+
+
+def _memory_order(root: Buffer):
+    """(view chain, meta tensor) of the root's elements in memory order: () and the root for a
+    contiguous one, a permute of its dims by decreasing stride for a root with a layout."""
+    m = _root_meta(root)
+    if root.layout is None:
+        return (), m
+    perm = sorted(range(len(root.layout)), key=lambda d: -root.layout[d])
+    info = op_info(_PERMUTE)
+    low = VIEWS[_PERMUTE]
+    key = (info.uid, m.shape, m.dtype, (("[", len(perm)),) + tuple((int, p) for p in perm), ())
+    (shape, dtype), kid, _ = meta.infer_keyed(_PERMUTE, key, (m, perm), {})
+    entry = (low, ((_S0, tuple(perm)), ()), ((_S0, _S1, tuple(perm)), ()), shape, dtype, kid)
+    return (entry,), torch.empty(shape, dtype=dtype, device="meta")

@@ -12,6 +12,7 @@ import torch
 
 from lazyxla import metrics
 from lazyxla.ir import buffer as buf
+from lazyxla.ir import meta
 from lazyxla.ir.node import data_node
 from lazyxla.jaxenv import supports_dtype, to_device, to_host
 from lazyxla.runtime import executor
@@ -68,9 +69,10 @@ def to_cpu(t: torch.Tensor) -> torch.Tensor:
 
 
 def from_cpu(t: torch.Tensor) -> torch.Tensor:
-    """A new lazyxla tensor holding a copy of CPU tensor `t`."""
+    """A new lazyxla tensor holding a copy of CPU tensor `t`, with its strides where they are a
+    permutation of its dims (as eager's `.to(device)` keeps them)."""
     with metrics.timed("TransferToDeviceTime"):
-        return buf.wrap_node(data_node(to_device(t), t.dtype))
+        return buf.wrap_node(data_node(to_device(t), t.dtype), meta.dense_layout(t))
 
 
 def _map(tree, fn):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir import buffer as buf
+from lazyxla.ir import meta
 from lazyxla.ir.meta import contiguous_strides
 from . import dispatch, fallback, overlap
 
@@ -91,6 +92,9 @@ def _to_copy(self, *args, **kwargs):
         return fallback.from_cpu(self.to(dtype) if dtype is not None else self)
     if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
         host = _host_bits(fallback.to_cpu(self), self)
+        layout = meta.dense_layout(self)
+        if layout is not None and kwargs.get("memory_format") in (None, torch.preserve_format):
+            host = torch.empty_strided(host.shape, layout, dtype=host.dtype).copy_(host)  # as eager's
         dtype = kwargs.get("dtype")
         return host.to(dtype) if dtype is not None else host
     from lazyxla.lowering.registry import LOWERINGS

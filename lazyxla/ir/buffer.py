@@ -55,10 +55,11 @@ PENDING = _OrderedWeakSet()
 class Buffer:
     """`committed` is the last device data this buffer held: clearing the pending recording (the
     dynamo bridge does after a trace) reverts the buffer to it."""
-    __slots__ = ("node", "committed", "__weakref__")
+    __slots__ = ("node", "committed", "layout", "__weakref__")
 
     def __init__(self, node: Node):
         self.node = node
+        self.layout = None  # eager's strides of the root tensor, when not contiguous
         if node.op is DATA:
             self.committed = node
         else:
@@ -157,5 +158,14 @@ def new_strided_tensor(state, shape, dtype: torch.dtype, stride, offset: int, sp
     return t
 
 
-def wrap_node(node: Node) -> torch.Tensor:
-    return new_tensor(Buffer(node), node.shape, node.dtype)
+def wrap_node(node: Node, layout=None) -> torch.Tensor:
+    """A root tensor holding node's value; `layout`: eager's strides for it when not contiguous
+    (a permutation of the dims: the value stays in dim order, only the reported strides differ)."""
+    if layout is None:
+        return new_tensor(Buffer(node), node.shape, node.dtype)
+    b = Buffer(node)
+    b.layout = layout
+    numel = 1
+    for n in node.shape:
+        numel *= n
+    return new_strided_tensor(b, node.shape, node.dtype, layout, 0, numel)

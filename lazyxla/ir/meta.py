@@ -20,8 +20,10 @@ def stand_in(x, device: str, elements: bool = True):
     if isinstance(x, torch.Tensor):
         # lazyxla tensors, and CPU 0-dim tensors (which PyTorch mixes with any device; as meta
         # 0-dim tensors they promote the same way and pass the meta kernels' device checks)
-        if device == "meta":
-            return torch.empty(x.shape, dtype=x.dtype, device="meta")
+        if device == "meta":  # with eager's strides: an op's result keeps its input's layout
+            if x.is_contiguous():
+                return torch.empty(x.shape, dtype=x.dtype, device="meta")
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
         return torch.zeros(x.shape if elements else (0,) * x.dim(), dtype=x.dtype)
     if isinstance(x, (list, tuple)):
         return type(x)(stand_in(v, device, elements) for v in x)
@@ -69,7 +71,8 @@ def infer_keyed(op, key, args, kwargs):
     if check is not None:  # before the meta kernel, whose own checks may be cruder (a zero stride)
         check(*args, **kwargs)
     try:
-        out = _spec(op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()}))
+        raw = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+        out = _spec(raw)
     except Exception:
         _check_empty_inputs(op, args, kwargs)  # eager's error where it has its own
         raise
@@ -79,7 +82,44 @@ def infer_keyed(op, key, args, kwargs):
         return out, None, is_tensor_spec(out)
     # (a spec may be None: in-place _foreach ops return nothing)
     hit = _CACHE[key] = (out, next(_IDS), is_tensor_spec(out))
+    layout = _layouts(raw, out)
+    if layout is not None:
+        LAYOUTS[hit[1]] = layout
     return hit
+
+
+# signature id -> the strides eager gives the op's results (one tuple or None per tensor output;
+# one entry for a single tensor), for results that are not contiguous: `x.t() * 2` and
+# `x.t().clone()` are column-major. Only dense, non-overlapping layouts (a permutation of the
+# dims): a root buffer's value is its elements in the order of its dims, the layout only says
+# where eager's would sit in memory.
+LAYOUTS: dict = {}
+
+
+def dense_layout(t):
+    """t's strides if they are a permutation of contiguous ones other than the identity (dense,
+    non-overlapping, not contiguous), else None."""
+    if t.dim() < 2 or t.is_contiguous() or torch._debug_has_internal_overlap(t) != 0:
+        return None
+    if _span(t.shape, t.stride(), 0) != t.numel():
+        return None
+    return tuple(t.stride())
+
+
+def _layout(t):
+    if not isinstance(t, torch.Tensor) or t.storage_offset() != 0:
+        return None
+    return dense_layout(t)
+
+
+def _layouts(raw, spec):
+    if isinstance(raw, torch.Tensor):
+        return _layout(raw)
+    if isinstance(raw, (list, tuple)) and len(raw) == len(spec) and all(
+            o is None or isinstance(o, torch.Tensor) for o in raw):
+        outs = tuple(_layout(o) for o in raw)
+        return outs if any(o is not None for o in outs) else None
+    return None
 
 
 # op -> fn(*args, **kwargs) raising eager's error for arguments that PyTorch's CPU kernel rejects
@@ -135,10 +175,9 @@ def view_layout(op, key, src, args, kwargs):
     """The strides and storage offset eager PyTorch gives the view `op(src, *args)`, from src's:
     None when they are contiguous strides at offset 0, else (stride, offset, storage elements the
     view spans). Cached per (signature, src's strides and offset).
-    Results of non-view ops are contiguous here, where eager's may keep their input's strides
-    (`x.t().clone()` is column-major), so a view eager allows can meet strides that forbid it
-    (`x.t().clone().t().view(-1)`): such a view reports contiguous strides, never an error. So
-    does one eager forbids too (`x.t().view(-1)`): lazyxla cannot tell the two apart."""
+    Strides that forbid the view (`x.t().view(-1)`) give contiguous strides, not eager's error:
+    results take eager's layouts (LAYOUTS) only where they are dense permutations, so a tensor's
+    strides can still differ from eager's, and a view eager allows must not fail."""
     lkey = (key, src.stride(), src.storage_offset())
     try:
         hit = _LAYOUTS.get(lkey, False) if key is not None else False

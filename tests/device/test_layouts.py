@@ -1,0 +1,68 @@
+"""Results carry eager's strides: `x.t() * 2` and `x.t().clone()` are column-major in eager, and
+PyTorch decides from strides whether reshape/contiguous/flatten alias or copy. With contiguous
+results, `y.reshape(-1).add_(1)` changed y on lazyxla and not in eager."""
+import pytest
+import torch
+
+import lazyxla
+
+D = lazyxla.device()
+X = torch.arange(24.).reshape(2, 3, 4)
+
+RESULTS = {
+    "scaled_transpose": lambda x: x.transpose(0, 2) * 2,
+    "clone_of_permute": lambda x: x.permute(2, 0, 1).clone(),
+    "sum_of_permutes": lambda x: x.permute(1, 2, 0) + x.permute(1, 2, 0),
+    "channels_last_relu": lambda x: torch.relu(x[None].contiguous(memory_format=torch.channels_last)),
+    "empty_like_transposed": lambda x: torch.empty_like(x.transpose(1, 2)).fill_(1),
+    "to_dtype": lambda x: x.transpose(0, 1).to(torch.float64),
+}
+
+
+@pytest.mark.parametrize("fn", RESULTS.values(), ids=RESULTS.keys())
+def test_results_have_eagers_strides(fn):
+    expected = fn(X)
+    got = fn(X.to(D))
+    assert got.stride() == expected.stride()
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+def _alias_program(dev):
+    x = X[0].to(dev)
+    y = x.t() * 2
+    y.reshape(-1).add_(100)  # eager: y is column-major, reshape copies
+    c = x.t().clone()
+    c.t().contiguous().add_(1000)  # eager: c.t() is contiguous, contiguous() returns it
+    f = (x.t() + 0).flatten()  # copies in eager
+    f.zero_()
+    return y, c, x
+
+
+def test_reshape_and_contiguous_alias_or_copy_as_in_eager():
+    for got, expected in zip(_alias_program(D), _alias_program("cpu")):
+        torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_as_strided_of_a_permuted_result_addresses_eagers_memory_order():
+    def f(x):
+        y = x[0].t() * 2  # strides (1, 3): memory holds y.t()'s elements in order
+        return y.as_strided((2, 2), (1, 3)), y[1:].as_strided((3,), (4,), 1)
+    for got, expected in zip(f(X.to(D)), f(X)):
+        torch.testing.assert_close(got.cpu(), expected)
+
+    def write(x):
+        y = x[0].t() * 1
+        y.as_strided((2,), (1,), 2).fill_(-1)  # memory elements 2 and 3
+        return y
+    torch.testing.assert_close(write(X.to(D)).cpu(), write(X))
+
+
+def test_transfers_keep_a_permuted_layout():
+    t = X.permute(2, 0, 1)
+    on = t.to(D)
+    assert on.stride() == t.stride()
+    back = on.cpu()
+    assert back.stride() == t.stride()
+    torch.testing.assert_close(back, t)
+    view = X[0].to(D).t()  # a view with a permuted layout comes back with it
+    assert view.cpu().stride() == X[0].t().stride()
