@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir import buffer as buf
+from lazyxla.ir import meta
 from lazyxla.ir.node import DATA, Node
 
 SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED = range(8)
@@ -49,22 +50,25 @@ class OutputHandler:
                 if j is not None:  # the bridge writes a mutated input before building outputs
                     recipe.append((INPUT, j))
                 elif type(st) is buf.View and id(st.root) in arg_of_root:
-                    recipe.append((INPUT_VIEW, (arg_of_root[id(st.root)], st.chain, tuple(o.shape), o.dtype)))
+                    recipe.append((INPUT_VIEW, (arg_of_root[id(st.root)], st.chain, tuple(o.shape), o.dtype,
+                                                _geometry(o))))
                 elif id(st.root) in sharing:
                     rn = st.root.node
                     if id(st.root) not in group_of:
                         group_of[id(st.root)] = len(groups)
                         const = rn.op is DATA and id(rn) not in input_data
-                        groups.append((CONST, rn) if const else (SLOT, (slot(rn), rn.dtype)))
+                        groups.append(((CONST, rn) if const else (SLOT, (slot(rn), rn.dtype)), st.root.layout))
                     chain = st.chain if type(st) is buf.View else None
-                    recipe.append((SHARED, (group_of[id(st.root)], chain, tuple(o.shape), o.dtype)))
+                    recipe.append((SHARED, (group_of[id(st.root)], chain, tuple(o.shape), o.dtype, _geometry(o))))
                 elif node.op is DATA and id(node) not in input_data:
-                    recipe.append((CONST, (node.data, o.dtype)))
+                    recipe.append((CONST, (node.data, o.dtype, meta.dense_layout(o))))
                 else:
-                    recipe.append((SLOT, (slot(node), tuple(o.shape), o.dtype)))
+                    recipe.append((SLOT, (slot(node), tuple(o.shape), o.dtype, meta.dense_layout(o))))
         self.recipe, self.roots, self.groups = recipe, roots, tuple(groups)
-        # The common case, every output computed by the program: (slot, shape, dtype) per output.
-        self.slots_only = tuple(v for _, v in recipe) if all(k == SLOT for k, _ in recipe) else None
+        # The common case, every output computed by the program and contiguous: (slot, shape,
+        # dtype) per output.
+        self.slots_only = tuple(v[:3] for _, v in recipe) if all(
+            k == SLOT and v[3] is None for k, v in recipe) else None
 
     def __call__(self, results, args):
         if self.slots_only is not None:
@@ -73,8 +77,8 @@ class OutputHandler:
         out, shared = [], [None] * len(self.groups)
         for kind, v in self.recipe:
             if kind == SLOT:
-                i, shape, dtype = v
-                out.append(buf.new_tensor(buf.Buffer(_data(results[i], dtype)), shape, dtype))
+                i, shape, dtype, layout = v
+                out.append(buf.wrap_node(_data(results[i], dtype), layout))
             elif kind == INPUT:
                 out.append(args[v])
             elif kind == DUP:
@@ -84,17 +88,19 @@ class OutputHandler:
             elif kind == INT:
                 out.append(v)
             elif kind == SHARED:
-                g, chain, shape, dtype = v
+                g, chain, shape, dtype, geometry = v
                 b = shared[g]
                 if b is None:
-                    gk, gv = self.groups[g]
+                    (gk, gv), layout = self.groups[g]
                     b = shared[g] = buf.Buffer(gv if gk == CONST else _data(results[gv[0]], gv[1]))
-                out.append(buf.new_tensor(b if chain is None else buf.View(b, chain), shape, dtype))
+                    b.layout = layout
+                out.append(_tensor(b if chain is None else buf.View(b, chain), shape, dtype, geometry))
             elif kind == INPUT_VIEW:  # the matcher checked that the input is the view it was
-                j, chain, shape, dtype = v
-                out.append(buf.new_tensor(buf.View(buf.state_of(args[j]).root, chain), shape, dtype))
+                j, chain, shape, dtype, geometry = v
+                out.append(_tensor(buf.View(buf.state_of(args[j]).root, chain), shape, dtype, geometry))
             else:
-                out.append(buf.wrap_node(_data(*v)))
+                array, dtype, layout = v
+                out.append(buf.wrap_node(_data(array, dtype), layout))
         return out
 
 
@@ -109,6 +115,20 @@ def _shared_roots(outputs, args, arg_of_root) -> set:
             if r not in arg_of_root:
                 count[r] = count.get(r, 0) + 1
     return {r for r, c in count.items() if c > 1}
+
+
+def _geometry(t):
+    """(strides, storage offset, span) of a traced output that reports eager's non-contiguous
+    strides or an offset (a view, or a root with a layout), to give its replays; None if plain."""
+    if t.is_contiguous() and t.storage_offset() == 0:
+        return None
+    return tuple(t.stride()), t.storage_offset(), meta._span(t.shape, t.stride(), t.storage_offset())
+
+
+def _tensor(state, shape, dtype, geometry):
+    if geometry is None:
+        return buf.new_tensor(state, shape, dtype)
+    return buf.new_strided_tensor(state, shape, dtype, *geometry)
 
 
 def _data(array, dtype):

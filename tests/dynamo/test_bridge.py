@@ -453,3 +453,21 @@ def test_a_view_fake_tensors_allow_runs_although_lazyxla_results_are_contiguous(
     for k in range(2):
         x = torch.arange(24.0).view(2, 3, 4) - k
         torch.testing.assert_close(f(x.to(D)).cpu(), fn(x))
+
+
+def test_outputs_report_eagers_strides_and_offsets_on_every_call():
+    """A compiled call's outputs carry eager's layouts, as in lazy mode: column-major results,
+    views of inputs and of results (offsets too), so reshape/contiguous/as_strided act as in eager."""
+    def f(x):
+        y = x.t() * 2
+        return y, y.reshape(-1), x.t().clone(), x.t(), x[1:], (x + 1).t(), y.t()
+    cf = torch.compile(f, backend="lazyxla")
+    x = torch.arange(6.).reshape(2, 3)
+    expected = f(x)
+    for _ in range(2):  # the trace, then a replay
+        got = cf(x.to(D))
+        assert [g.stride() for g in got] == [e.stride() for e in expected]
+        assert [g.storage_offset() for g in got] == [e.storage_offset() for e in expected]
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g.cpu(), e)
+        torch.testing.assert_close(got[5].as_strided((3,), (1,)).cpu(), expected[5].as_strided((3,), (1,)))
