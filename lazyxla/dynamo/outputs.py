@@ -122,7 +122,7 @@ def _geometry(t):
     strides or an offset (a view, or a root with a layout), to give its replays; None if plain."""
     if t.is_contiguous() and t.storage_offset() == 0:
         return None
-    return tuple(t.stride()), t.storage_offset(), meta._span(t.shape, t.stride(), t.storage_offset())
+    return tuple(t.stride()), t.storage_offset(), meta.storage_span(t.shape, t.stride(), t.storage_offset())
 
 
 def _tensor(state, shape, dtype, geometry):

@@ -9,6 +9,7 @@ through any view is seen by the base and by every other view (functionalization)
 """
 from __future__ import annotations
 
+import math
 import weakref
 
 import torch
@@ -165,7 +166,4 @@ def wrap_node(node: Node, layout=None) -> torch.Tensor:
         return new_tensor(Buffer(node), node.shape, node.dtype)
     b = Buffer(node)
     b.layout = layout
-    numel = 1
-    for n in node.shape:
-        numel *= n
-    return new_strided_tensor(b, node.shape, node.dtype, layout, 0, numel)
+    return new_strided_tensor(b, node.shape, node.dtype, layout, 0, math.prod(node.shape))

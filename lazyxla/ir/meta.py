@@ -101,7 +101,7 @@ def dense_layout(t):
     non-overlapping, not contiguous), else None."""
     if t.dim() < 2 or t.is_contiguous() or torch._debug_has_internal_overlap(t) != 0:
         return None
-    if _span(t.shape, t.stride(), 0) != t.numel():
+    if storage_span(t.shape, t.stride(), 0) != t.numel():
         return None
     return tuple(t.stride())
 
@@ -193,7 +193,7 @@ def view_layout(op, key, src, args, kwargs):
     else:
         stride, offset = tuple(out.stride()), out.storage_offset()
         plain = offset == 0 and stride == contiguous_strides(out.shape)
-        hit = None if plain else (stride, offset, _span(out.shape, stride, offset))
+        hit = None if plain else (stride, offset, storage_span(out.shape, stride, offset))
     if key is not None and lkey is not None:
         _LAYOUTS[lkey] = hit
     return hit
@@ -207,7 +207,7 @@ def contiguous_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-def _span(shape, stride, offset) -> int:
+def storage_span(shape, stride, offset) -> int:
     """Storage elements a strided tensor reaches: offset + its largest element index + 1."""
     if any(n == 0 for n in shape):
         return offset
@@ -215,7 +215,7 @@ def _span(shape, stride, offset) -> int:
 
 
 def _strided_meta(shape, stride, offset, dtype) -> torch.Tensor:
-    return torch.empty((_span(shape, stride, offset),), dtype=dtype, device="meta").as_strided(
+    return torch.empty((storage_span(shape, stride, offset),), dtype=dtype, device="meta").as_strided(
         shape, stride, offset)
 
 
