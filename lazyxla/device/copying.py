@@ -5,11 +5,14 @@ host-addressable storage (xla, lazy, ...) or a PrivateUse1 tensor without a stor
 tensor keeps its state on a data-less storage, so those paths would clone or serialize nothing
 (deepcopy crashed the process; pickling failed). For lazyxla tensors, as PyTorch does for xla:
 deepcopy is a clone (a view: the same view of its base's copy, so a base and its views copied
-together still alias), and pickling goes through a CPU copy that loads back onto the saved device
-(map_location applies; a view saved with its base is saved as a copy of its own)."""
+together still alias). torch.save and pickle save a tensor as eager saves a device tensor: on its
+buffer's storage, in eager's memory order, with its offset and strides, tagged with the device it
+loads back onto (map_location applies). Tensors on one buffer (a base and its views) are saved on
+one storage, as in eager, so they load sharing one buffer (or one CPU storage) again."""
 from __future__ import annotations
 
 import functools
+import weakref
 
 import torch
 
@@ -49,15 +52,52 @@ def _root_base(t):
     return base if type(buf.state_of(base)) is buf.Buffer else None
 
 
+# id(root Buffer) -> the CPU storage a save holds for it (the storage holds the root, so the id
+# stays its own): every tensor on that buffer in one save is saved on this one storage.
+_SAVED = weakref.WeakValueDictionary()
+
+
+def _saved_storage(root, location: str, skip_data: bool):
+    """A CPU storage of root's bytes in eager's memory order, tagged to load onto `location`."""
+    saved = _SAVED.get(id(root))
+    if saved is not None and saved._lazyxla_root is root and saved._lazyxla_node is root.node:
+        return saved
+    flat = buf.new_tensor(root, root.node.shape, root.node.dtype)
+    flat = flat.as_strided((flat.numel(),), (1,))  # memory order, where the root has a layout
+    if skip_data:  # torch.serialization.skip_data writes sizes, not bytes: nothing to read
+        saved = torch.UntypedStorage(flat.numel() * flat.itemsize)
+    else:
+        with torch.no_grad():
+            saved = flat.cpu().untyped_storage()
+    saved._lazyxla_location, saved._lazyxla_root, saved._lazyxla_node = location, root, root.node
+    _SAVED[id(root)] = saved
+    return saved
+
+
+def _saved_location(storage):
+    """torch.save's location tag of a storage: lazyxla's for the CPU copies made above."""
+    return getattr(storage, "_lazyxla_location", None)
+
+
 def _reduce(original):
     @functools.wraps(original)
     def _reduce_ex_internal(self, proto):
         if self.device.type != "lazyxla":
             return original(self, proto)
-        if torch.serialization._serialization_tls.skip_data:
-            raise RuntimeError("Cannot serialize lazyxla tensors under the skip_data context manager")
-        return (torch._utils._rebuild_device_tensor_from_cpu_tensor,
-                (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad))
+        from torch.utils.hooks import warn_if_has_hooks
+        warn_if_has_hooks(self)
+        storage = _saved_storage(buf.state_of(self).root, str(self.device),
+                                 torch.serialization._serialization_tls.skip_data)
+        # eager's own reduction, run on a CPU stand-in with self's geometry on that storage
+        stand_in = torch.empty(0, dtype=self.dtype).set_(storage, self.storage_offset(), self.size(),
+                                                         self.stride())
+        if self.is_conj():
+            stand_in = stand_in.conj()
+        if self.is_neg():
+            stand_in = stand_in._neg_view()
+        if self.requires_grad:
+            stand_in.requires_grad_()
+        return original(stand_in, proto)
     return _reduce_ex_internal
 
 
@@ -78,6 +118,14 @@ def _restore_location(storage, location):
     out = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), torch.device("lazyxla"),
                                                         storage.nbytes())
     out._lazyxla_host_bytes = storage
+    if getattr(storage, "_torch_load_uninitialized", False):
+        # The legacy (non-zip) format, which pickle uses too, reads the bytes after this step,
+        # into the storage returned: on the host, and then they become the buffer's value.
+        def _set_from_file(*args):
+            storage._set_from_file(*args)
+            state.write(buf.state_of(fallback.from_cpu(data)).read())
+            return out
+        out._set_from_file = _set_from_file
     return buf.attach_storage(out, state)
 
 
@@ -87,6 +135,7 @@ def install() -> None:
         return
     torch.Tensor.__deepcopy__ = _deepcopy(torch.Tensor.__deepcopy__)
     torch.Tensor._reduce_ex_internal = _reduce(torch.Tensor._reduce_ex_internal)
-    # before PyTorch's PrivateUse1 step (priority 23); None for every other location
-    torch.serialization.register_package(11, lambda obj: None, _restore_location)
+    # before the CPU's tagger (priority 10), which would tag the saved copies "cpu"; None for
+    # every other storage and location
+    torch.serialization.register_package(9, _saved_location, _restore_location)
     _installed = True

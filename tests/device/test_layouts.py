@@ -27,6 +27,26 @@ def test_results_have_eagers_strides(fn):
     torch.testing.assert_close(got.cpu(), expected)
 
 
+VIEWS = {
+    "of_a_transpose": lambda x: x.transpose(0, 2).view(-1),
+    "of_a_slice": lambda x: x[:, :, :2].view(-1),
+    "of_a_permuted_result": lambda x: (x.permute(2, 0, 1) * 2).view(-1),
+    "of_a_permuted_clone": lambda x: x.transpose(1, 2).clone().view(2, 12),
+    "of_an_expand": lambda x: x[:, :1].expand(2, 3, 4).view(-1),
+    "view_as_of_a_transpose": lambda x: x.transpose(1, 2).view_as(x),
+}
+
+
+@pytest.mark.parametrize("fn", VIEWS.values(), ids=VIEWS.keys())
+def test_a_view_that_eagers_strides_forbid_raises_eagers_error(fn):
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        fn(X)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        fn(X.to(D))
+    y = (X.to(D).permute(2, 0, 1) * 2).view(4, 6)  # merges dims adjacent in memory: a view
+    assert y.stride() == (X.permute(2, 0, 1) * 2).view(4, 6).stride()
+
+
 def _alias_program(dev):
     x = X[0].to(dev)
     y = x.t() * 2

@@ -16,17 +16,19 @@ STATE = {"w": X, "tail": X[2:], "half": torch.arange(4, dtype=torch.float16), "l
          "param": torch.nn.Parameter(torch.ones(2, 3)), "transposed": torch.arange(6.0).view(2, 3).t()}
 
 
-def _saved(state):
+def _saved(state, zipped=True):
     f = io.BytesIO()
-    torch.save(state, f)
+    torch.save(state, f, _use_new_zipfile_serialization=zipped)
     f.seek(0)
     return f
 
 
 @pytest.mark.parametrize("location", ["lazyxla", "lazyxla:0", D, {"cpu": "lazyxla:0"}],
                          ids=["str", "str_index", "device", "dict"])
-def test_torch_load_onto_lazyxla(location):
-    loaded = torch.load(_saved(STATE), map_location=location)
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip", "legacy"])
+def test_torch_load_onto_lazyxla(location, zipped):
+    """The legacy (non-zip) format used to fail: it reads a storage's bytes after placing it."""
+    loaded = torch.load(_saved(STATE, zipped), map_location=location, weights_only=zipped)
     for k, v in STATE.items():
         assert loaded[k].device.type == "lazyxla" and type(loaded[k]) is type(v), k
         assert loaded[k].stride() == v.stride() and loaded[k].storage_offset() == v.storage_offset(), k
@@ -48,6 +50,90 @@ def test_torch_load_of_lazyxla_tensors_anywhere():
     f.seek(0)
     with pytest.raises(RuntimeError, match="invalid device index 1"):
         torch.load(f, map_location="lazyxla:1")
+
+
+def _data_records(f) -> int:
+    import zipfile
+    f.seek(0)
+    return sum("/data/" in n for n in zipfile.ZipFile(f).namelist())
+
+
+def _saved_state(device):
+    """A base, views of it and a column-major result."""
+    base = torch.arange(12.0).to(device)
+    return {"base": base, "tail": base[4:], "grid": base.view(3, 4).t(), "colmajor": base.view(3, 4).t() * 2}
+
+
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip", "legacy"])
+@pytest.mark.parametrize("location", [None, "cpu", "lazyxla"])
+def test_torch_save_keeps_views_on_their_base_storage(location, zipped):
+    """Saved as eager saves them: one storage per buffer, each tensor with eager's offset and
+    strides. A view saved with its base used to load as a copy of its own."""
+    expected, got = (_saved_state(d) for d in ("cpu", D))
+    f = io.BytesIO()
+    torch.save(got, f, _use_new_zipfile_serialization=zipped)
+    if zipped:
+        eager = io.BytesIO()
+        torch.save(expected, eager)
+        assert _data_records(f) == _data_records(eager) == 2  # the base's bytes once
+    f.seek(0)
+    loaded = torch.load(f, map_location=location, weights_only=zipped)
+    for k, v in expected.items():
+        t = loaded[k]
+        assert t.device.type == (location or "lazyxla"), k
+        assert (t.stride(), t.storage_offset(), t.dtype) == (v.stride(), v.storage_offset(), v.dtype), k
+        torch.testing.assert_close(t.cpu(), v)
+    loaded["tail"][0] = -1.0  # one storage again: the write reaches the base and its other views
+    assert loaded["base"][4].item() == loaded["grid"][0, 1].item() == -1.0
+    if location == "cpu":  # the column-major result's bytes in eager's memory order
+        assert bytes(loaded["colmajor"].untyped_storage()) == bytes(expected["colmajor"].untyped_storage())
+
+
+def test_torch_save_refuses_one_storage_in_two_dtypes_as_eager():
+    for device in ("cpu", D):
+        x = torch.arange(4.0, device=device)
+        with pytest.raises(RuntimeError, match="view the same data as different types"):
+            torch.save([x, x.view(torch.int32)], io.BytesIO())
+        torch.load(_saved(x.view(torch.int32)))  # alone it saves
+
+
+def test_torch_save_reads_the_current_value():
+    x = torch.zeros(3, device=D)
+    f1, f2 = io.BytesIO(), io.BytesIO()
+    torch.save([x, x[1:]], f1)
+    x.add_(1.0)
+    torch.save([x, x[1:]], f2)
+    for f, value in ((f1, 0.0), (f2, 1.0)):
+        f.seek(0)
+        for t in torch.load(f):
+            assert t.cpu().eq(value).all()
+
+
+def test_torch_save_of_parameters_conj_views_and_skip_data():
+    p = torch.nn.Parameter(torch.ones(2, 3, device=D))
+    c = (torch.arange(3.0) * 1j).to(D)
+    loaded = torch.load(_saved({"p": p, "conj": c.conj()}))
+    assert type(loaded["p"]) is torch.nn.Parameter and loaded["p"].requires_grad
+    assert loaded["conj"].is_conj()
+    torch.testing.assert_close(loaded["conj"].cpu(), c.cpu().conj())
+    neg = c.conj().imag
+    assert neg.is_neg()
+    torch.testing.assert_close(torch.load(_saved(neg)).cpu(), c.cpu().conj().imag)
+    f = io.BytesIO()
+    with torch.serialization.skip_data():  # sizes and layouts only, as for CPU tensors
+        torch.save({"p": p, "grid": torch.arange(6.0, device=D).view(2, 3).t()}, f)
+    f.seek(0)
+    meta = torch.load(f)
+    assert meta["p"].shape == (2, 3) and meta["grid"].stride() == (1, 3)
+
+
+def test_pickle_of_views_and_results():
+    import pickle
+    x = torch.arange(6.0, device=D).view(2, 3)
+    for t in (x, x.t(), x[1:], x.t() * 2):
+        back = pickle.loads(pickle.dumps(t))
+        assert back.device.type == "lazyxla" and back.stride() == t.stride()
+        torch.testing.assert_close(back.cpu(), t.cpu())
 
 
 def test_state_dict_loaded_with_map_location_device():
