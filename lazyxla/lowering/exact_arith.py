@@ -19,6 +19,12 @@ except ImportError:  # pragma: no cover
 
 # ---------------------------------------------------------------- arithmetic of the input dtype
 
+def rounder(dtype, back=jnp.float32):
+    """Rounds values computed in a wider float to `dtype` and back to `back`: what eager's scalar
+    c10::Half / BFloat16 arithmetic does after every operation."""
+    return lambda v: v.astype(dtype).astype(back)
+
+
 class Arith:
     """Arithmetic as PyTorch's CPU kernels do it in `dtype`: float32/float64 natively; half and
     bfloat16 in float32, rounded to the dtype after every operation (c10::Half's operators).

@@ -4,6 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .exact_arith import rounder
 from .registry import aten, check_index, register
 
 
@@ -32,8 +33,7 @@ def _low(x):
     None for other dtypes."""
     if x.dtype not in (jnp.float16, jnp.bfloat16):
         return None
-    dt = x.dtype
-    return lambda v: v.astype(dt).astype(jnp.float32)
+    return rounder(x.dtype)
 
 
 # ---------------------------------------------------------------- nll

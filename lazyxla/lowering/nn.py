@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from jax import lax
 
+from .exact_arith import rounder
 from .registry import aten, check_index, register
 
 HIGHEST = lax.Precision.HIGHEST
@@ -269,7 +270,7 @@ def _adaptive_avg_half_3d(x, outs):
     each addition rounded, then `sum / kT / kH / kW` with every division rounded (c10::Half
     arithmetic divides by the extent converted to the same dtype)."""
     low = x.dtype
-    rnd = lambda v: v.astype(low).astype(jnp.float32)  # noqa: E731
+    rnd = rounder(low)
     win, _, valid = _adaptive_windows(x, outs, 3)
     win = jnp.moveaxis(win.astype(jnp.float32), -1, 0)
     valid = jnp.moveaxis(jnp.asarray(valid), -1, 0)
@@ -393,7 +394,7 @@ def _bn_train(x, w, b, eps, low=None):
     mean = jnp.mean(xa, axis=axes)
     var_sum = jnp.sum(jnp.square(xa - _bshape(mean, x.ndim)), axis=axes)
     if low == jnp.bfloat16:
-        rnd = lambda v: v.astype(low).astype(jnp.float32)  # noqa: E731
+        rnd = rounder(low)
         var_sum = rnd(var_sum)
         var = rnd(var_sum / float(ml_dtypes.bfloat16(n)))
         unbiased = rnd(var_sum / float(ml_dtypes.bfloat16(max(n - 1, 1))))

@@ -21,6 +21,7 @@ import numpy as np
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
+from .exact_arith import rounder
 from .registry import aten, register
 
 _F32 = np.dtype(np.float32)
@@ -201,7 +202,7 @@ def logit(x, eps=None, _meta=None):
     low = out_dtype(_meta)
     x = compute(_meta, x)
     # float16 / bfloat16: eager's kernel rounds every step to the dtype
-    r = (lambda v: v.astype(low).astype(v.dtype)) if low in _HALF else (lambda v: v)  # noqa: E731
+    r = rounder(low, x.dtype) if low in _HALF else (lambda v: v)  # noqa: E731
     if eps is not None:
         x = r(jnp.clip(x, eps, 1 - eps))
     return jnp.log(r(x / r(1 - x)))

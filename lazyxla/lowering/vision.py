@@ -13,6 +13,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 
+from .exact_arith import rounder
 from .registry import aten, register
 
 _BILINEAR, _NEAREST, _BICUBIC = 0, 1, 2
@@ -106,10 +107,6 @@ def _grid_sample(inp, grid, mode, padding, align):
 # in the order eager's kernels evaluate: grid_sampler_2d follows the vectorised kernel
 # (cpu/GridSamplerKernel.cpp, ApplyGridSample), grid_sampler_3d the scalar one (GridSampler.cpp,
 # grid_sampler_3d_cpu_impl), whose formulas differ.
-
-def _rounder(dtype):
-    return lambda v: v.astype(dtype).astype(jnp.float32)
-
 
 def _clip_low(c, size):
     # clip_coordinates: min(size - 1, max(0, c)); a NaN coordinate becomes 0
@@ -241,7 +238,7 @@ def _grid_sample_3d_low(inp, grid, mode, padding, align, r):
 @register(aten.grid_sampler_2d.default, aten.grid_sampler_3d.default)
 def grid_sampler(inp, grid, interpolation_mode, padding_mode, align_corners):
     if inp.dtype in (jnp.bfloat16, jnp.float16):
-        r = _rounder(inp.dtype)
+        r = rounder(inp.dtype)
         low = _grid_sample_2d_low if inp.ndim == 4 else _grid_sample_3d_low
         out = low(inp.astype(jnp.float32), grid.astype(inp.dtype).astype(jnp.float32),
                   interpolation_mode, padding_mode, align_corners, r)
