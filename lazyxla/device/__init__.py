@@ -107,7 +107,8 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import autocast, copying, dlpack, modules, pinning, rng_prims
+    from . import accelerator, autocast, copying, dlpack, modules, pinning, rng_prims
+    accelerator.install()
     modules.install()
     copying.install()
     autocast.install()
