@@ -42,10 +42,15 @@ class GraphSpec:
 
 
 class Graph:
-    __slots__ = ("spec", "params", "roots")
+    __slots__ = ("spec", "params", "roots", "epoch")
 
-    def __init__(self, spec, params, roots):
-        self.spec, self.params, self.roots = spec, params, roots
+    def __init__(self, spec, params, roots, epoch=None):
+        self.spec, self.params, self.roots, self.epoch = spec, params, roots, epoch
+
+    def computes(self, node: Node) -> bool:
+        """Is `node` one of this graph's ops? Valid until the next cut."""
+        return node.mark == self.epoch and _epoch == self.epoch and node.op is not DATA \
+            and node.op is not SCALAR
 
 
 _salt = None
@@ -126,7 +131,7 @@ def cut(roots: list[Node]) -> Graph:
             if len(_BY_STRUCTURE) >= _MAX_STRUCTURES:
                 _BY_STRUCTURE.clear()
             _BY_STRUCTURE[structure] = spec
-    return Graph(spec, params, roots)
+    return Graph(spec, params, roots, done)
 
 
 def _make_spec(params, order, ops, outputs) -> GraphSpec:

@@ -126,7 +126,12 @@ def _roots(buffers):
 
 def sync_buffers(buffers) -> None:
     """Execute the pending computations of `buffers` (one program) and make the results their
-    device data. Computed nodes become data, so other pending graphs that share them reuse them."""
+    device data. Computed nodes become data, so other pending graphs that share them reuse them.
+    A partial sync (a read) also keeps what the rest of the recording needs of its program: the
+    other pending buffers it computes, and the nodes it computes that pending work outside it
+    reads. A loop that reads a value every step and never syncs (a generation loop: its KV cache
+    written in place, its position counters chained step after step) then runs one step's
+    program each time, instead of one that grows with every step and recomputes them all."""
     buffers = [b for b in buffers if b.node.op is not DATA]
     for b in buffers:
         if b.node.op is SCALAR:  # a buffer filled from a runtime scalar: nothing to compile
@@ -135,6 +140,12 @@ def sync_buffers(buffers) -> None:
     if not roots:
         return
     graph = cut(roots)
+    if len(buffers) < len(buf.PENDING):
+        kept, computed = _needed_later(graph, roots, buffers)
+        buffers += computed
+        if kept:
+            roots = roots + kept
+            graph = cut(roots)
     spec = graph.spec
     if spec.n_params == 0:  # no inputs, no RNG seed: a constant (the grad seed ones_like(loss))
         outs = _constant_results(spec)
@@ -145,6 +156,32 @@ def sync_buffers(buffers) -> None:
     for b in buffers:
         b.committed = b.node
         buf.PENDING.discard(b)
+
+
+def _needed_later(graph, roots, buffers):
+    """(nodes `graph` computes, besides its roots, that other live pending buffers are or read;
+    the buffers among those whose value it computes)."""
+    computes, taken = graph.computes, {id(r) for r in roots}
+    kept, seen, computed = [], set(), []
+    syncing = {id(b) for b in buffers}
+    for b in buf.PENDING:
+        if id(b) in syncing:
+            continue
+        if computes(b.node):
+            computed.append(b)
+        stack = [b.node]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if computes(n):
+                if id(n) not in taken and n.shape is not None:  # (not a multi-output op's tuple)
+                    taken.add(id(n))
+                    kept.append(n)
+            elif n.op is not DATA and n.op is not SCALAR:
+                stack.extend(n.inputs)
+    return kept, computed
 
 
 # graph hash -> the outputs of a program with no parameters. Its result never changes and JAX
