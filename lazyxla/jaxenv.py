@@ -5,12 +5,42 @@ We enable x64 only inside `x64()` so that a user who also uses JAX keeps their o
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import ml_dtypes
 import jax
 import torch
 
 x64 = jax.enable_x64  # context manager: with x64(True): ...
+
+# JAX's runtime (its threads, the PJRT client) does not survive fork: in a child forked after it
+# started, a transfer or a program crashed the process (a DataLoader worker died with a segfault).
+_forked_after_start = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_after_start
+    from jax._src import xla_bridge
+    started = getattr(xla_bridge, "backends_are_initialized", lambda: True)
+    _forked_after_start = _forked_after_start or started()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def forked_after_start() -> bool:
+    return _forked_after_start
+
+
+def check_not_forked() -> None:
+    """Raise, instead of crashing, where JAX would run in a process forked after it started."""
+    if _forked_after_start:
+        raise RuntimeError(
+            "lazyxla: the device cannot be used in a process forked after it started (JAX's "
+            "runtime does not survive fork). Move batches to the device in the main process (as "
+            "the DataLoader loop yields them), or start workers with 'spawn' "
+            "(DataLoader(..., multiprocessing_context='spawn')).")
 
 _TORCH_TO_NP = {
     torch.float32: np.dtype(np.float32),
@@ -83,11 +113,13 @@ def numpy_to_tensor(a: np.ndarray) -> torch.Tensor:
 def to_device(t: torch.Tensor) -> jax.Array:
     """CPU tensor -> jax array on the default JAX device. The numpy copy makes JAX the sole owner,
     so later in-place writes to `t` on the host cannot reach device data."""
+    check_not_forked()
     with x64(True):
         return jax.device_put(tensor_to_numpy(t))
 
 
 def to_host(a: jax.Array) -> torch.Tensor:
+    check_not_forked()
     return numpy_to_tensor(np.asarray(a))
 
 

@@ -57,7 +57,8 @@ class _BackendModule:
 
     @staticmethod
     def _is_in_bad_fork():
-        return False
+        from lazyxla.jaxenv import forked_after_start
+        return forked_after_start()
 
     @staticmethod
     def manual_seed(seed):

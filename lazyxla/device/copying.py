@@ -110,23 +110,76 @@ def _restore_location(storage, location):
     dispatch.check_device_index(torch.device(location))
     if storage.device.type != "cpu":
         storage = storage.cpu()
-    data = torch.empty(0, dtype=torch.uint8).set_(storage)  # the storage's bytes, not copied
-    state = buf.state_of(fallback.from_cpu(data))
-    # torch.load reuses a restored storage for the next tensor on it only if its data pointer is
-    # not null: this one points at the host bytes it was loaded from (kept alive with it, never
-    # written), so that tensors saved on one storage share one buffer again.
-    out = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), torch.device("lazyxla"),
-                                                        storage.nbytes())
-    out._lazyxla_host_bytes = storage
+    out = storage_from_host(storage)
     if getattr(storage, "_torch_load_uninitialized", False):
         # The legacy (non-zip) format, which pickle uses too, reads the bytes after this step,
         # into the storage returned: on the host, and then they become the buffer's value.
         def _set_from_file(*args):
             storage._set_from_file(*args)
-            state.write(buf.state_of(fallback.from_cpu(data)).read())
+            data = torch.empty(0, dtype=torch.uint8).set_(storage)
+            buf.storage_state(out).write(buf.state_of(fallback.from_cpu(data)).read())
             return out
         out._set_from_file = _set_from_file
+    return out
+
+
+def storage_from_host(storage):
+    """A lazyxla storage whose buffer holds a copy of CPU storage `storage`'s bytes. torch.load
+    reuses a restored storage for the next tensor on it only if its data pointer is not null:
+    this one points at the host bytes it was made from (kept alive with it, never written; only
+    an identity), so that tensors saved on one storage share one buffer again."""
+    data = torch.empty(0, dtype=torch.uint8).set_(storage)  # the storage's bytes, not copied
+    state = buf.state_of(fallback.from_cpu(data))
+    out = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), torch.device("lazyxla"),
+                                                        storage.nbytes())
+    out._lazyxla_host_bytes = storage
     return buf.attach_storage(out, state)
+
+
+_STORAGE_NEW = torch.UntypedStorage.__new__
+
+
+def _storage_new(cls, *args, device=None, **kwargs):
+    """torch.UntypedStorage(..., device="lazyxla") crashed the process (PyTorch asks the device
+    for an allocator, which a Python-registered device has none of). It is made on the host and
+    becomes one device buffer; DataLoader workers that collate lazyxla tensors make theirs so."""
+    if device is None or torch.device(device).type != "lazyxla":
+        return _STORAGE_NEW(cls, *args, **kwargs) if device is None else \
+            _STORAGE_NEW(cls, *args, device=device, **kwargs)
+    dispatch.check_device_index(torch.device(device))
+    return storage_from_host(_STORAGE_NEW(cls, *args, **kwargs))
+
+
+def rebuild_sent_tensor(host, device: str, requires_grad: bool, parameter: bool):
+    """A lazyxla tensor sent to another process (torch.multiprocessing), on arrival."""
+    t = host.to(device)
+    if parameter:
+        return torch.nn.Parameter(t, requires_grad)
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def _multiprocessing_reducer(original):
+    """torch.multiprocessing shares a tensor's storage with the receiving process; a lazyxla
+    storage holds no memory to share (the worker crashed). A lazyxla tensor travels as a CPU copy
+    (shared as CPU tensors are) and is moved to the device on arrival."""
+    @functools.wraps(original)
+    def reduce(t):
+        if t.device.type != "lazyxla":
+            return original(t)
+        with torch.no_grad():
+            host = t.detach().cpu()
+        return (rebuild_sent_tensor,
+                (host, str(t.device), t.requires_grad, isinstance(t, torch.nn.Parameter)))
+    return reduce
+
+
+def _install_multiprocessing() -> None:
+    from multiprocessing.reduction import ForkingPickler
+    import torch.multiprocessing  # noqa: F401  (registers PyTorch's reducers)
+    for cls in (torch.Tensor, torch.nn.Parameter):
+        original = ForkingPickler._extra_reducers.get(cls)
+        if original is not None:
+            ForkingPickler.register(cls, _multiprocessing_reducer(original))
 
 
 def install() -> None:
@@ -138,4 +191,6 @@ def install() -> None:
     # before the CPU's tagger (priority 10), which would tag the saved copies "cpu"; None for
     # every other storage and location
     torch.serialization.register_package(9, _saved_location, _restore_location)
+    _install_multiprocessing()
+    torch.UntypedStorage.__new__ = staticmethod(_storage_new)
     _installed = True

@@ -118,6 +118,11 @@ def state_of(t: torch.Tensor):
     return getattr(t.untyped_storage(), _ATTR)
 
 
+def storage_state(storage):
+    """The Buffer or View a lazyxla storage carries."""
+    return getattr(storage, _ATTR)
+
+
 def has_state(t: torch.Tensor) -> bool:
     return t.device.type == "lazyxla" and hasattr(t.untyped_storage(), _ATTR)
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from lazyxla import metrics
-from lazyxla.jaxenv import np_dtype, x64
+from lazyxla.jaxenv import check_not_forked, np_dtype, x64
 from lazyxla.ir.node import Slot
 from lazyxla.lowering import registry
 from lazyxla.lowering.registry import weak_scalar
@@ -135,6 +135,7 @@ def param_avals(spec):
 
 def compile_spec(spec) -> Program:
     """Lower and compile; counts CompileTime."""
+    check_not_forked()
     checks = [] if registry.index_checks_enabled() else None
     with metrics.timed("CompileTime"), x64(True):
         fn = build_function(spec, checks)

@@ -17,7 +17,7 @@ from lazyxla import metrics
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import Graph, cut
 from lazyxla.ir.node import DATA, SCALAR, data_node
-from lazyxla.jaxenv import np_dtype, x64
+from lazyxla.jaxenv import check_not_forked, np_dtype, x64
 from .cache import CompilationCache
 from .compiler import compile_spec
 
@@ -79,6 +79,7 @@ def param_value(node):
 def execute(program, inputs):
     """Run a Program on its parameter values (in graph order); returns its outputs, dispatched
     asynchronously."""
+    check_not_forked()
     t0 = _now()
     feed = program.feed
     with x64(True):
@@ -260,6 +261,7 @@ def _sync_isolating(buffers, errors) -> None:
 def wait() -> None:
     """Block until every dispatched execution whose outputs are still referenced has finished."""
     import jax
+    check_not_forked()
     refs, _inflight[:] = list(_inflight), []
     jax.block_until_ready([a for r in refs if (a := r()) is not None and not a.is_deleted()])
 

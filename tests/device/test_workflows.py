@@ -181,3 +181,57 @@ def test_transformer_encoder_padding_mask_needs_no_nested_tensor():
                 continue
             got = model(x.to(D), src_key_padding_mask=mask.to(D)).cpu()
         torch.testing.assert_close(got[~mask], expected[~mask], rtol=1e-4, atol=1e-5)
+
+
+def test_untyped_storage_on_the_device():
+    """torch.UntypedStorage(n, device="lazyxla") crashed the process (no device allocator)."""
+    s = torch.UntypedStorage([1, 2, 3], device=D)
+    assert s.device.type == "lazyxla" and s.nbytes() == 3
+    assert s.cpu().tolist() == [1, 2, 3]
+    assert torch.empty(0, dtype=torch.uint8, device=D).set_(s).cpu().tolist() == [1, 2, 3]
+    assert torch.UntypedStorage(8, device="lazyxla").nbytes() == 8
+    assert torch.UntypedStorage(4).device.type == "cpu"
+    with pytest.raises(RuntimeError, match="invalid device index 1"):
+        torch.UntypedStorage(4, device="lazyxla:1")
+
+
+_DATASET = '''
+import torch, lazyxla
+class OnDevice(torch.utils.data.Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return torch.full((2,), float(i)).to(lazyxla.device()) + 1
+'''
+_LOADER = '''
+import sys, torch, lazyxla
+sys.path.insert(0, sys.argv[1])
+from on_device import OnDevice
+if __name__ == "__main__":
+    torch.ones(2, device=lazyxla.device()).cpu()  # the device runs in this process before workers
+    try:
+        loader = torch.utils.data.DataLoader(OnDevice(), batch_size=2, num_workers=1,
+                                             multiprocessing_context=sys.argv[2])
+        print([(b.device.type, b.cpu().tolist()) for b in loader])
+    except RuntimeError as e:
+        print("RuntimeError", str(e).splitlines()[-1])
+'''
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_that_use_the_device(tmp_path, context):
+    """A forked worker used to die with a segfault (JAX's runtime does not survive fork): it now
+    raises an error naming the remedies. Spawned workers work: their batches travel as CPU copies
+    (a lazyxla storage holds no memory to share) and arrive on the device."""
+    import subprocess
+    import sys
+    (tmp_path / "on_device.py").write_text(_DATASET)
+    (tmp_path / "main.py").write_text(_LOADER)
+    out = subprocess.run([sys.executable, str(tmp_path / "main.py"), str(tmp_path), context],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    last = out.stdout.strip().splitlines()[-1]
+    if context == "fork":
+        assert "lazyxla: the device cannot be used in a process forked after it started" in last, last
+    else:
+        assert last == "[('lazyxla', [[1.0, 1.0], [2.0, 2.0]]), ('lazyxla', [[3.0, 3.0], [4.0, 4.0]])]", last
