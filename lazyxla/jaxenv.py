@@ -21,8 +21,10 @@ _forked_after_start = False
 
 def _after_fork_in_child() -> None:
     global _forked_after_start
-    from jax._src import xla_bridge
-    started = getattr(xla_bridge, "backends_are_initialized", lambda: True)
+    try:
+        from jax._src.xla_bridge import backends_are_initialized as started
+    except ImportError:  # (a JAX without it: assume started, the safe side)
+        started = lambda: True  # noqa: E731
     _forked_after_start = _forked_after_start or started()
 
 

@@ -126,9 +126,8 @@ ROUTES = {
 
 def _routed(original, ours):
     @functools.wraps(original)
-    def call(*args, **kwargs):
-        device = args[0] if args else next(iter(kwargs.values()), None)
-        if _targets_lazyxla(device):
+    def call(*args, **kwargs):  # (torch.accelerator's device argument is positional-only)
+        if _targets_lazyxla(args[0] if args else None):
             return ours(*args, **kwargs)
         return original(*args, **kwargs)
     call._lazyxla_original = original

@@ -139,14 +139,14 @@ def storage_from_host(storage):
 _STORAGE_NEW = torch.UntypedStorage.__new__
 
 
-def _storage_new(cls, *args, device=None, **kwargs):
+def _storage_new(cls, *args, **kwargs):
     """torch.UntypedStorage(..., device="lazyxla") crashed the process (PyTorch asks the device
     for an allocator, which a Python-registered device has none of). It is made on the host and
     becomes one device buffer; DataLoader workers that collate lazyxla tensors make theirs so."""
+    device = kwargs.get("device")
     if device is None or torch.device(device).type != "lazyxla":
-        return _STORAGE_NEW(cls, *args, **kwargs) if device is None else \
-            _STORAGE_NEW(cls, *args, device=device, **kwargs)
-    dispatch.check_device_index(torch.device(device))
+        return _STORAGE_NEW(cls, *args, **kwargs)
+    dispatch.check_device_index(torch.device(kwargs.pop("device")))
     return storage_from_host(_STORAGE_NEW(cls, *args, **kwargs))
 
 
