@@ -159,20 +159,31 @@ def sync_buffers(buffers) -> None:
         buf.PENDING.discard(b)
 
 
+# How far below each pending buffer _needed_later looks, and how many nodes in all (per op of the
+# program read): a read must not cost more than its program, whatever else is pending (a running
+# sum never read, chained over thousands of steps, was walked whole at every read).
+_WALK_DEPTH = 16
+_WALK_PER_OP, _WALK_MIN = 4, 1024
+
+
 def _needed_later(graph, roots, buffers):
     """(nodes `graph` computes, besides its roots, that other live pending buffers are or read;
-    the buffers among those whose value it computes)."""
+    the buffers among those whose value it computes). Most recently written buffers first."""
     computes, taken = graph.computes, {id(r) for r in roots}
     kept, seen, computed = [], set(), []
     syncing = {id(b) for b in buffers}
-    for b in buf.PENDING:
+    budget = _WALK_PER_OP * graph.spec.n_ops + _WALK_MIN
+    for b in reversed(list(buf.PENDING)):
+        if budget <= 0:
+            break
         if id(b) in syncing:
             continue
         if computes(b.node):
             computed.append(b)
-        stack = [b.node]
-        while stack:
-            n = stack.pop()
+        stack = [(b.node, 0)]
+        while stack and budget > 0:
+            n, depth = stack.pop()
+            budget -= 1
             if id(n) in seen:
                 continue
             seen.add(id(n))
@@ -180,8 +191,8 @@ def _needed_later(graph, roots, buffers):
                 if id(n) not in taken and n.shape is not None:  # (not a multi-output op's tuple)
                     taken.add(id(n))
                     kept.append(n)
-            elif n.op is not DATA and n.op is not SCALAR:
-                stack.extend(n.inputs)
+            elif depth < _WALK_DEPTH and n.op is not DATA and n.op is not SCALAR:
+                stack.extend([(i, depth + 1) for i in n.inputs])
     return kept, computed
 
 

@@ -175,3 +175,25 @@ def test_a_loop_that_never_waits_keeps_no_old_results_alive():
     for _ in range(105):
         ref.mul_(0.5).add_(1.0)
     torch.testing.assert_close(w.cpu(), ref)
+
+
+def test_a_read_looks_at_a_bounded_part_of_the_pending_recording(monkeypatch):
+    """A running sum never read, chained over many steps, beside a read every step: what each
+    read inspects of the pending recording stays the same size instead of growing with the chain
+    (it was walked whole at every read: quadratic in the number of steps)."""
+    from lazyxla.ir.graph import Graph
+    looked = []
+    computes = Graph.computes
+    monkeypatch.setattr(Graph, "computes", lambda self, n: (looked.append(1), computes(self, n))[1])
+    d = lazyxla.device()
+    x = torch.arange(8.0, device=d)
+    lazyxla.sync()
+    total, per_read = torch.zeros((), device=d), []
+    for step in range(1, 121):
+        out = x * step
+        total = total + out.sum()  # never read until the end
+        looked.clear()
+        assert out.max().item() == 7.0 * step
+        per_read.append(len(looked))
+    assert per_read[-1] == per_read[40], per_read[::20]
+    assert total.item() == sum(range(1, 121)) * 28.0
