@@ -175,9 +175,11 @@ def view_layout(op, key, src, args, kwargs):
     """The strides and storage offset eager PyTorch gives the view `op(src, *args)`, from src's:
     None when they are contiguous strides at offset 0, else (stride, offset, storage elements the
     view spans). Cached per (signature, src's strides and offset).
-    Strides that forbid the view (`x.t().view(-1)`) give contiguous strides, not eager's error:
-    results take eager's layouts (LAYOUTS) only where they are dense permutations, so a tensor's
-    strides can still differ from eager's, and a view eager allows must not fail."""
+    Strides that forbid the view (`x.t().view(-1)`) have already raised eager's error in meta
+    inference, whose stand-ins carry the input's strides. Should this meta call still refuse (a
+    result whose eager layout is not a dense permutation reports contiguous strides, so strides
+    can differ from eager's), the view reports contiguous strides: a view eager allows must not
+    fail."""
     lkey = (key, src.stride(), src.storage_offset())
     try:
         hit = _LAYOUTS.get(lkey, False) if key is not None else False
@@ -188,7 +190,7 @@ def view_layout(op, key, src, args, kwargs):
     m = _strided_meta(src.shape, src.stride(), src.storage_offset(), src.dtype)
     try:
         out = op(m, *_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
-    except RuntimeError:  # strides that forbid the view: see above
+    except RuntimeError:  # see above
         hit = None
     else:
         stride, offset = tuple(out.stride()), out.storage_offset()
