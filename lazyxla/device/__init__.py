@@ -108,10 +108,11 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import accelerator, autocast, copying, dlpack, modules, pinning, rng_prims
+    from . import accelerator, autocast, copying, dlpack, modules, pinning, rng_prims, storages
     accelerator.install()
     modules.install()
     copying.install()
+    storages.install()
     autocast.install()
     pinning.install()
     dlpack.install()

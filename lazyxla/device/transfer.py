@@ -137,7 +137,8 @@ def set_source_storage(self, source, storage_offset=0, size=None, stride=()):
         raise RuntimeError(f"lazyxla: set_ to a storage on {source.device} that holds no lazyxla data")
     root = st.root
     with torch.no_grad():
-        flat = buf.new_tensor(root, root.node.shape, root.node.dtype).view(-1)
+        flat = buf.new_tensor(root, root.node.shape, root.node.dtype)
+        flat = flat.as_strided((flat.numel(),), (1,))  # memory order, where the root has a layout
         if flat.dtype != self.dtype:
             if flat.numel() * flat.itemsize % self.itemsize:
                 raise RuntimeError(f"lazyxla: a storage of {flat.numel() * flat.itemsize} bytes "

@@ -118,9 +118,9 @@ def state_of(t: torch.Tensor):
     return getattr(t.untyped_storage(), _ATTR)
 
 
-def storage_state(storage):
-    """The Buffer or View a lazyxla storage carries."""
-    return getattr(storage, _ATTR)
+def storage_state(storage, *default):
+    """The Buffer or View a lazyxla storage carries (`default` for a storage with none)."""
+    return getattr(storage, _ATTR, *default)
 
 
 def has_state(t: torch.Tensor) -> bool:

@@ -1,0 +1,165 @@
+"""Storage-level access to lazyxla tensors: identity, size, reads and writes.
+
+A lazyxla storage holds no memory: its data is a device buffer or pending IR, kept on the storage
+object. PyTorch's C++ storage methods therefore saw 0 bytes: every root storage reported data
+pointer 0 and size 0 (Hugging Face's `save_pretrained` took all weights for one shared tensor and
+refused to save), `tolist()` returned [] and `cpu()` raised. For storages that carry lazyxla state,
+UntypedStorage's methods answer from the buffer:
+- identity: `data_ptr()` is the buffer's, the same for a base and its views, distinct between
+  buffers and stable while the buffer lives (an identity, not an address: nothing can be read
+  through it). A tensor's own `data_ptr()` is PyTorch's C++ answer (0 plus the offset's bytes);
+  tell tensors apart by their storages, as PyTorch's and Hugging Face's utilities do.
+- size: `nbytes()`/`size()`/`len()` are the buffer's bytes.
+- reads (`cpu()`, `tolist()`, indexing, printing) copy the buffer's bytes to the host once, in
+  eager's memory order; writes (`copy_`, `fill_`, item assignment) go through a byte view of the
+  buffer, so every tensor on it sees them.
+Every other storage keeps PyTorch's own methods. Giving storages real pointers instead would cost
+about 3 us per recorded op (README, storage identity)."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lazyxla.ir import buffer as buf
+
+_UNTYPED = torch.UntypedStorage
+_originals: dict = {}
+
+
+def _state(storage):
+    return buf.storage_state(storage, None)
+
+
+def _bytes(storage) -> torch.Tensor:
+    """A lazyxla uint8 tensor over all of the storage's buffer, in eager's memory order."""
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def _host(storage) -> torch.UntypedStorage:
+    with torch.no_grad():
+        return _bytes(storage).cpu().untyped_storage()
+
+
+def _host_bytes(storage) -> torch.Tensor:
+    """A uint8 tensor over any storage's bytes: a view of a CPU one, a device one's byte view."""
+    if isinstance(storage, torch.TypedStorage):
+        storage = storage._untyped_storage
+    if _state(storage) is not None:
+        return _bytes(storage)
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def nbytes(self) -> int:
+    st = _state(self)
+    if st is None:
+        return _originals["nbytes"](self)
+    node = st.root.node
+    return math.prod(node.shape) * node.dtype.itemsize
+
+
+def data_ptr(self) -> int:
+    st = _state(self)
+    if st is None:
+        return _originals["data_ptr"](self)
+    return id(st.root)  # the Buffer object lives as long as any tensor or storage on it
+
+
+def __len__(self) -> int:
+    return nbytes(self) if _state(self) is not None else _originals["__len__"](self)
+
+
+def __getitem__(self, *args, **kwargs):
+    if _state(self) is None:
+        return _originals["__getitem__"](self, *args, **kwargs)
+    (idx,) = args
+    if isinstance(idx, slice):
+        raise NotImplementedError("lazyxla: slicing a storage (storage[a:b]) is not supported; "
+                                  "slice a tensor on it instead")
+    return _host(self)[idx]
+
+
+def __setitem__(self, *args, **kwargs):
+    if _state(self) is None:
+        return _originals["__setitem__"](self, *args, **kwargs)
+    idx, value = args
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"can only set storage content with a int types, but got "
+                        f"{type(value).__name__} instead")
+    with torch.no_grad():
+        _bytes(self)[idx] = value
+
+
+def copy_(self, src, non_blocking=None):
+    if _state(self) is None and _state(src) is None:
+        return _originals["copy_"](self, src, non_blocking)
+    dst, source = _host_bytes(self), _host_bytes(src)
+    if dst.numel() != source.numel():
+        raise RuntimeError(f"size does not match, self was {dst.numel()} bytes but src was "
+                           f"{source.numel()} bytes")
+    with torch.no_grad():
+        dst.copy_(source)
+    return self
+
+
+def resize_(self, size):
+    if _state(self) is None:
+        return _originals["resize_"](self, size)
+    if size != nbytes(self):
+        raise RuntimeError("lazyxla: a storage cannot be resized (a device buffer has a fixed "
+                           "size); resize the tensor instead (t.resize_)")
+    return self
+
+
+def cpu(self):
+    return _host(self) if _state(self) is not None else _originals["cpu"](self)
+
+
+def clone(self):
+    if _state(self) is None:
+        return _originals["clone"](self)
+    with torch.no_grad():
+        return _bytes(self).clone().untyped_storage()
+
+
+def tolist(self):
+    return _host(self).tolist() if _state(self) is not None else _originals["tolist"](self)
+
+
+def __iter__(self):
+    return iter(tolist(self)) if _state(self) is not None else _originals["__iter__"](self)
+
+
+def __repr__(self):
+    if _state(self) is None:
+        return _originals["__repr__"](self)
+    values = tolist(self)
+    return (" " + "\n ".join(str(v) for v in values) + "\n"
+            f"[{torch.typename(self)}(device={self.device}) of size {len(values)}]")
+
+
+_METHODS = {"nbytes": nbytes, "data_ptr": data_ptr, "__len__": __len__, "__getitem__": __getitem__,
+            "__setitem__": __setitem__, "copy_": copy_, "resize_": resize_, "cpu": cpu,
+            "clone": clone, "tolist": tolist, "__iter__": __iter__, "__repr__": __repr__}
+
+
+def _typed_on_host(original):
+    """TypedStorage reads one element per device read (and a program per index); for lazyxla,
+    one host copy answers the whole read."""
+    def method(self, *args):
+        if self._untyped_storage.device.type != "lazyxla":
+            return original(self, *args)
+        return original(self.cpu(), *args)
+    method.__name__ = original.__name__
+    return method
+
+
+def install() -> None:
+    if _originals:
+        return
+    for name, method in _METHODS.items():
+        _originals[name] = getattr(_UNTYPED, name)
+        setattr(_UNTYPED, name, method)
+    typed = torch.TypedStorage
+    for name in ("_getitem", "__iter__", "tolist"):
+        setattr(typed, name, _typed_on_host(getattr(typed, name)))
