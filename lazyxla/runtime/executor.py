@@ -140,18 +140,21 @@ def sync_buffers(buffers) -> None:
     roots = _roots(buffers)
     if not roots:
         return
-    graph = cut(roots)
-    if len(buffers) < len(buf.PENDING):
-        kept, computed = _needed_later(graph, roots, buffers)
-        buffers += computed
-        if kept:
-            roots = roots + kept
-            graph = cut(roots)
-    spec = graph.spec
-    if spec.n_params == 0:  # no inputs, no RNG seed: a constant (the grad seed ones_like(loss))
-        outs = _constant_results(spec)
+    if len(roots) == 1 and not roots[0].inputs and len(buffers) >= len(buf.PENDING):
+        outs = _factory_results(roots[0])
     else:
-        outs = execute(executable_for(spec), [param_value(p) for p in graph.params])
+        graph = cut(roots)
+        if len(buffers) < len(buf.PENDING):
+            kept, computed = _needed_later(graph, roots, buffers)
+            buffers += computed
+            if kept:
+                roots = roots + kept
+                graph = cut(roots)
+        spec = graph.spec
+        if spec.n_params == 0:  # no inputs, no RNG seed: a constant
+            outs = _constant_results(spec)
+        else:
+            outs = execute(executable_for(spec), [param_value(p) for p in graph.params])
     for node, arr in zip(roots, outs):
         node.become_data(arr)
     for b in buffers:
@@ -212,6 +215,28 @@ def _constant_results(spec):
     outs = execute(executable_for(spec), [])
     if sum(a.nbytes for a in outs) <= _CONSTANT_MAX_BYTES:
         _CONSTANTS[spec.hash] = outs
+        if len(_CONSTANTS) > _CONSTANT_MAX_ENTRIES:
+            _CONSTANTS.popitem(last=False)
+    return outs
+
+
+def _factory_results(node):
+    """The value of a pending op with no inputs (a random op has its seed as one), read alone:
+    the grad seed ones_like(loss) that every backward of a compiled graph is fed. A constant,
+    looked up by the op itself without cutting a graph."""
+    key = (node.op, node.key if node.key is not None else repr(node.attrs), node.shape, node.dtype)
+    try:
+        outs = _CONSTANTS.get(key)
+    except TypeError:  # an unhashable attribute: the graph's hash keys it
+        return _constant_results(cut([node]).spec)
+    if outs is not None:
+        _CONSTANTS.move_to_end(key)
+        metrics.counter_inc("ConstantReuse")
+        return outs
+    spec = cut([node]).spec
+    outs = _constant_results(spec)
+    if spec.hash in _CONSTANTS:  # small enough to keep
+        _CONSTANTS[key] = outs
         if len(_CONSTANTS) > _CONSTANT_MAX_ENTRIES:
             _CONSTANTS.popitem(last=False)
     return outs

@@ -132,3 +132,23 @@ def test_constant_graph_result_is_reused_not_rerun(fresh_metrics):
         seed.add_(1)  # writes make a new value; the shared result stays intact
         torch.testing.assert_close(seed.cpu(), torch.full((4,), 2.0))
     assert lazyxla.metrics.counter_value("ConstantReuse") == 2
+
+
+def test_a_read_constant_is_keyed_by_its_op_shape_and_dtype(fresh_metrics):
+    """A pending op with no inputs, read alone (the grad seed a compiled backward is fed), is
+    looked up by the op itself: constants differing in op, shape or dtype never share a result,
+    and a random op (its seed is an input) is drawn afresh."""
+    d = lazyxla.device()
+    x = torch.zeros(3).to(d)
+    for _ in range(2):
+        assert torch.ones(3, device=d).tolist() == [1.0] * 3
+        t = torch.ones(3, dtype=torch.int64, device=d)
+        assert t.dtype == torch.int64 and t.tolist() == [1] * 3
+        assert torch.ones(2, device=d).tolist() == [1.0] * 2
+        assert torch.zeros(3, device=d).tolist() == [0.0] * 3
+        assert torch.ones_like(x).tolist() == [1.0] * 3
+        assert torch.arange(3, device=d).tolist() == [0, 1, 2]
+        assert torch.full((3,), 2.0, device=d).tolist() == [2.0] * 3  # its fill value is an input
+    assert lazyxla.metrics.counter_value("ConstantReuse") == 6
+    draws = {tuple(torch.rand(4, device=d).tolist()) for _ in range(3)}
+    assert len(draws) == 3
