@@ -2,6 +2,7 @@
 
 Training goes through aot_autograd, which hands the bridge functional forward and backward graphs
 of aten ops; inference (grad mode off) hands Dynamo's own graph to the bridge directly. Options (torch.compile(..., options={...})):
+  mode (torch.compile's mode=): any of torch.compile's modes is accepted and compiles alike;
   fallback: "partition" (default) splits the graph around ops that fall back to the CPU;
             "error" raises one error listing every unsupported node with its source line.
 """
@@ -20,6 +21,10 @@ from .bridge import Bridge
 log = logging.getLogger("lazyxla.dynamo")
 
 _FALLBACK_MODES = ("partition", "error")
+# torch.compile's modes tune inductor. Every mode compiles the same here: each graph is one XLA
+# executable, launched by hash, with XLA's own tuning; nothing to capture, as CUDA graphs do for
+# reduce-overhead. Accepted so that a script written for inductor runs unchanged.
+_COMPILE_MODES = frozenset({"default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"})
 
 
 class UnsupportedOpsError(RuntimeError):
@@ -77,6 +82,9 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
     fallback = options.pop("fallback", "partition")
     if fallback not in _FALLBACK_MODES:
         raise ValueError(f"lazyxla backend: fallback must be one of {_FALLBACK_MODES}, got {fallback!r}")
+    mode = options.pop("mode", None)
+    if mode is not None and mode not in _COMPILE_MODES:
+        raise ValueError(f"lazyxla backend: mode must be one of {sorted(_COMPILE_MODES)}, got {mode!r}")
     if options:
         raise ValueError(f"lazyxla backend: unknown options {sorted(options)}")
     if not torch.is_grad_enabled():

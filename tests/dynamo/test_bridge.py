@@ -301,6 +301,23 @@ def test_unknown_option_is_rejected():
         cf(torch.ones(2).to(D))
 
 
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune",
+                                  "max-autotune-no-cudagraphs"])
+def test_torch_compile_modes_are_accepted_and_compile_alike(mode, fresh_metrics):
+    """A script written for inductor's modes runs unchanged: one program per graph in each."""
+    x = torch.arange(6.0).reshape(2, 3)
+    cf = torch.compile(lambda t: (t * 2).relu().sum(0), backend="lazyxla", mode=mode)
+    for _ in range(2):
+        torch.testing.assert_close(cf(x.to(D)).cpu(), (x * 2).relu().sum(0))
+    assert _count("UncachedCompile") + _count("CachedCompile") <= 1
+
+
+def test_unknown_mode_is_rejected_naming_the_modes():
+    cf = torch.compile(lambda x: x + 1, backend="lazyxla", mode="fastest")
+    with pytest.raises(Exception, match="mode must be one of .*reduce-overhead.*'fastest'"):
+        cf(torch.ones(2).to(D))
+
+
 def test_dropout_differs_per_call_and_is_seeded():
     def f(x):
         return torch.nn.functional.dropout(x, 0.5, training=True)
