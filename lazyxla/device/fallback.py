@@ -105,6 +105,12 @@ def cpu_fallback(op, args, kwargs):
             f"lazyxla: {name} makes a nested tensor; lazyxla has no nested tensors. "
             "nn.TransformerEncoder takes this path in eval mode with a src_key_padding_mask: "
             "construct it with enable_nested_tensor=False.")
+    layouts = {o.layout for o in _flat(out)} - {torch.strided}
+    if layouts:
+        raise NotImplementedError(
+            f"lazyxla: {name} makes a {'/'.join(sorted(map(str, layouts)))} tensor; lazyxla has "
+            "dense (strided) tensors only, as PyTorch gives a Python-registered device no sparse "
+            "layouts. Keep sparse work on the CPU (t.cpu().to_sparse()).")
     # Mutated arguments: copy the CPU result back into the device tensors they came from.
     back = {}
     for t in lazy:

@@ -91,6 +91,7 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
         # Inference (Dynamo guards on grad mode): the bridge runs Dynamo's graph directly, without
         # aot_autograd's runtime wrappers, which would cost more per call than the bridge itself.
         return CompiledGraph(gm, "inference", fallback)
+    _reject_sparse_gradients(gm)
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
     fw = _bridge_compiler(fallback, "forward")
@@ -99,6 +100,25 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
     backend = aot_autograd(fw_compiler=boxed(fw), bw_compiler=boxed(bw),
                            inference_compiler=boxed(_bridge_compiler(fallback, "inference")))
     return backend(gm, example_inputs)
+
+
+# embedding calls Dynamo records: (position of the weight, position of `sparse`)
+_EMBEDDINGS = {torch.nn.functional.embedding: (1, 6), torch.embedding: (0, 4)}
+
+
+def _reject_sparse_gradients(gm) -> None:
+    """A training graph with an embedding of sparse=True whose weight requires grad: aot_autograd
+    would trace a backward that makes a sparse gradient, which fails deep in PyTorch's
+    dispatcher. Said before tracing."""
+    for n in gm.graph.nodes:
+        pos = _EMBEDDINGS.get(n.target) if n.op == "call_function" else None
+        if pos is None or not n.kwargs.get("sparse", n.args[pos[1]] if len(n.args) > pos[1] else False):
+            continue
+        weight = n.kwargs.get("weight", n.args[pos[0]] if len(n.args) > pos[0] else None)
+        value = weight.meta.get("example_value") if isinstance(weight, torch.fx.Node) else None
+        if value is None or value.requires_grad:
+            from lazyxla.lowering.checks import SPARSE_EMBEDDING
+            raise RuntimeError(SPARSE_EMBEDDING)
 
 
 def register() -> None:

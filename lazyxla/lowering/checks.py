@@ -305,6 +305,19 @@ def _pow(x, exponent):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
 
 
+SPARSE_EMBEDDING = ("lazyxla: an embedding with sparse=True has sparse gradients, and lazyxla has "
+                    "dense tensors only (PyTorch gives a Python-registered device no sparse "
+                    "layouts). Use sparse=False: the gradient is the same, dense.")
+
+
+@value_check(aten.embedding.default)
+def _sparse_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    # The backward would make a sparse gradient, which a Python-registered device cannot hold:
+    # said here, at the forward, rather than by the dispatcher's error in the backward.
+    if sparse and weight.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError(SPARSE_EMBEDDING)  # (NotImplementedError would mean: run on the CPU)
+
+
 def _alpha_check(op):
     eager = _eager_scalar_checks(op)
 

@@ -183,6 +183,32 @@ def test_transformer_encoder_padding_mask_needs_no_nested_tensor():
         torch.testing.assert_close(got[~mask], expected[~mask], rtol=1e-4, atol=1e-5)
 
 
+def test_sparse_layouts_raise_naming_the_remedy():
+    """lazyxla has dense tensors only: making a sparse one, or an embedding whose backward would,
+    raises saying so (the dispatcher's errors named neither the cause nor the remedy)."""
+    x = torch.ones(2, 2, device=D)
+    for make in (lambda: x.to_sparse(), lambda: x.to_sparse_csr()):
+        with pytest.raises(NotImplementedError, match="dense \\(strided\\) tensors only"):
+            make()
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(4, 3, sparse=True)
+    ids = torch.tensor([1, 3])
+    expected = emb(ids).detach()
+    emb = emb.to(D)
+    with pytest.raises(RuntimeError, match="sparse=False"):
+        emb(ids.to(D))
+    compiled = torch.compile(lambda i: emb(i).sum(), backend="lazyxla")
+    with pytest.raises(Exception, match="sparse=False"):
+        compiled(ids.to(D))
+    with torch.no_grad():  # no gradient to make: sparse=True changes nothing
+        torch.testing.assert_close(emb(ids.to(D)).cpu(), expected)
+    emb.weight.requires_grad_(False)  # frozen: trains around it, compiled or not
+    head = torch.nn.Linear(3, 1).to(D)
+    torch.compile(lambda i: head(emb(i)).sum(), backend="lazyxla")(ids.to(D)).backward()
+    head(emb(ids.to(D))).sum().backward()
+    assert head.weight.grad is not None and emb.weight.grad is None
+
+
 def test_untyped_storage_on_the_device():
     """torch.UntypedStorage(n, device="lazyxla") crashed the process (no device allocator)."""
     s = torch.UntypedStorage([1, 2, 3], device=D)
