@@ -47,10 +47,13 @@ def device(index: int = 0) -> _torch.device:
 
 
 def sync(wait: bool = False) -> None:
-    """Execute all pending graphs (like torch_xla.sync() / xm.mark_step())."""
+    """Execute all pending graphs (like torch_xla.sync() / xm.mark_step()). Raises IndexError if
+    a finished program read an index out of range (see set_index_checks)."""
     _executor.sync_all()
     if wait:
         _executor.wait()
+    else:
+        _executor.report_index_errors()
 
 
 def wait() -> None:
@@ -67,16 +70,29 @@ def enable_view_replay() -> None:
     _torch._C._set_view_replay_enabled(True)
 
 
-def set_index_checks(on: bool = True) -> None:
+def set_index_checks(mode: bool | str = True) -> None:
     """Index tensors out of range (gather, index_select, x[idx], index_put, scatter, take,
-    embedding, nll_loss targets): eager raises IndexError/RuntimeError at the call, but an XLA
-    program cannot raise, so by default lazyxla clamps such reads and drops such writes. With
-    checks on (or LAZYXLA_CHECK_INDICES=1) every program reports out-of-range indices and the
-    sync, read or compiled call that runs it raises IndexError naming the op. Each run then waits
-    for its program (no asynchronous execution): a debugging mode. Recompiles every program."""
+    embedding, nll_loss targets): eager raises at the call, but an XLA program cannot raise. It
+    clamps such reads and drops such writes, and with index checks on reports them:
+    - "deferred" (the default): each program returns a flag per index tensor, and the next read
+      (`.cpu()`, `.item()`, ...), `sync()` or `wait()` after it has finished raises IndexError
+      naming the op. Its results were kept; nothing waits for the flags.
+    - "strict" (or True): each run waits for its program and raises at the call, keeping none of
+      its results, as eager does: a debugging mode (no asynchronous execution).
+    - "off" (or False): no flags; out-of-range indices go unreported.
+    LAZYXLA_CHECK_INDICES sets the mode at import (0/off, deferred, 1/strict). Changing between
+    "off" and the others recompiles every program."""
     from .lowering import registry
-    registry.set_index_checks_enabled(on)
+    if isinstance(mode, bool):
+        mode = "strict" if mode else "off"
+    registry.set_index_checks_mode(mode)
     _executor.reset_programs()
+
+
+def index_checks() -> str:
+    """The index checks mode: "off", "deferred" or "strict" (see set_index_checks)."""
+    from .lowering import registry
+    return registry.index_checks_mode()
 
 
 def initialize_cache(path: str, readonly: bool = False) -> None:

@@ -7,6 +7,7 @@ import torch
 from lazyxla.ir import buffer as buf
 from lazyxla.ir import meta
 from lazyxla.ir.meta import contiguous_strides
+from lazyxla.runtime import executor
 from . import dispatch, fallback, overlap
 
 aten = torch.ops.aten
@@ -55,9 +56,17 @@ def copy_(self, src, non_blocking=False):
         dst.write(dispatch.converted(node, self.shape, self.dtype))
         return self
     # device -> host
-    host = _host_bits(fallback.to_cpu(src), src)
+    host = _host_bits(_read(src), src)
     self.copy_(host)
     return self
+
+
+def _read(t: torch.Tensor) -> torch.Tensor:
+    """A user's read of a lazyxla tensor (.cpu(), .item(), copy to the host): its CPU copy. A
+    program that read an index out of range and has finished by now is reported here."""
+    host = fallback.to_cpu(t)
+    executor.report_index_errors()
+    return host
 
 
 def _copy_from(self, dst, non_blocking=False):
@@ -77,7 +86,7 @@ def _copy_from_and_resize(self, dst):
 def _local_scalar_dense(self):
     from lazyxla import metrics
     metrics.counter_inc("ItemCall")
-    return fallback.to_cpu(self).item()
+    return _read(self).item()
 
 
 def _to_copy(self, *args, **kwargs):
@@ -91,7 +100,7 @@ def _to_copy(self, *args, **kwargs):
             return t if dtype is None or dtype == t.dtype else t.to(dtype)
         return fallback.from_cpu(self.to(dtype) if dtype is not None else self)
     if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
-        host = _host_bits(fallback.to_cpu(self), self)
+        host = _host_bits(_read(self), self)
         layout = meta.dense_layout(self)
         if layout is not None and kwargs.get("memory_format") in (None, torch.preserve_format):
             host = torch.empty_strided(host.shape, layout, dtype=host.dtype).copy_(host)  # as eager's

@@ -3,9 +3,9 @@
 Out-of-range indices: PyTorch raises on the CPU, but an XLA program cannot raise. Negative indices
 are wrapped once (i + n, as PyTorch does for every op that accepts them); indices still out of
 range are clamped for reads (gather-like ops) and dropped for writes (scatter-like ops). In-range
-programs therefore match PyTorch exactly; out-of-range ones give a defined value instead of an error,
-unless index checks are on (lazyxla.set_index_checks): then the program reports them and the
-executor raises IndexError.
+programs therefore match PyTorch exactly; out-of-range ones give a defined value, and with index
+checks on (the default; lazyxla.set_index_checks) the program also returns a flag per index tensor
+and the executor raises IndexError at the next read (or at the call, in strict mode).
 
 Data-dependent shapes (boolean-mask reads `x[mask]`, nonzero, masked_select) are not lowered: their
 meta kernels cannot give a shape, so they run through the CPU fallback. Boolean masks in index_put

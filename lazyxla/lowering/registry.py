@@ -30,18 +30,40 @@ LOWERINGS: dict = {}  # OpOverload -> Lowering (functional ops)
 VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
 
 # Index checks (lazyxla.set_index_checks). An XLA program cannot raise: out-of-range indices are
-# clamped (reads) or dropped (writes). With checks on, the program being traced collects here one
-# "some index is out of range" flag per index tensor, returns them, and the executor raises.
+# clamped (reads) or dropped (writes). With checks on ("deferred", the default, or "strict"), the
+# program being traced collects here one "some index is out of range" flag per index tensor and
+# returns them; the executor reports them. "off": no flags.
 INDEX_CHECKS: list | None = None
-_CHECKING = [os.environ.get("LAZYXLA_CHECK_INDICES", "0") not in ("", "0")]
+INDEX_CHECK_MODES = ("off", "deferred", "strict")
+_ENV_MODES = {"": "deferred", "0": "off", "false": "off", "1": "strict", "true": "strict"}
 
 
-def index_checks_enabled() -> bool:
+def _mode_from_env() -> str:
+    value = os.environ.get("LAZYXLA_CHECK_INDICES", "").strip().lower()
+    mode = _ENV_MODES.get(value, value)
+    if mode not in INDEX_CHECK_MODES:
+        import warnings
+        warnings.warn(f"lazyxla: LAZYXLA_CHECK_INDICES={value!r} is none of off, deferred, strict "
+                      "(or 0, 1); index checks are deferred")
+        mode = "deferred"
+    return mode
+
+
+_CHECKING = [_mode_from_env()]
+
+
+def index_checks_mode() -> str:
     return _CHECKING[0]
 
 
-def set_index_checks_enabled(on: bool) -> None:
-    _CHECKING[0] = bool(on)
+def index_checks_enabled() -> bool:
+    return _CHECKING[0] != "off"
+
+
+def set_index_checks_mode(mode: str) -> None:
+    if mode not in INDEX_CHECK_MODES:
+        raise ValueError(f"lazyxla: index checks must be one of {INDEX_CHECK_MODES}, got {mode!r}")
+    _CHECKING[0] = mode
 
 
 def check_index(i, n, negative=True) -> None:

@@ -66,11 +66,12 @@ class Program:
     each scalar passed on its own costs the call ~2 us (a host-to-device transfer each), and an
     optimizer step has dozens. `feed(values)` turns values in parameter order (device arrays, and
     Python or numpy scalars) into the executable's arguments; None when there is nothing to pack.
-    `checks`: the op name of each index-check flag in the program's last output (none: no flags)."""
-    __slots__ = ("compiled", "feed", "checks")
+    `checks`: the op name of each index-check flag in the program's last output (none: no flags);
+    `strict`: each run waits for them and raises (else they are reported at the next read)."""
+    __slots__ = ("compiled", "feed", "checks", "strict")
 
-    def __init__(self, compiled, feed, checks=()):
-        self.compiled, self.feed, self.checks = compiled, feed, checks
+    def __init__(self, compiled, feed, checks=(), strict=False):
+        self.compiled, self.feed, self.checks, self.strict = compiled, feed, checks, strict
 
 
 def _layout(spec):
@@ -140,4 +141,5 @@ def compile_spec(spec) -> Program:
     with metrics.timed("CompileTime"), x64(True):
         fn = build_function(spec, checks)
         compiled = jax.jit(fn).lower(*param_avals(spec)).compile()
-    return Program(compiled, _feeder(*_layout(spec)), tuple(checks or ()))
+    return Program(compiled, _feeder(*_layout(spec)), tuple(checks or ()),
+                   registry.index_checks_mode() == "strict")

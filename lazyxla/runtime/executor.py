@@ -86,7 +86,12 @@ def execute(program, inputs):
         outs = program.compiled(*(inputs if feed is None else feed(inputs)))
     if program.checks:
         outs, flags = outs[:-1], outs[-1]
-        _raise_out_of_range(program.checks, flags)
+        if program.strict:
+            _raise_out_of_range(program.checks, flags)
+        else:
+            _unreported.append((program.checks, flags))
+            if len(_unreported) > _INFLIGHT_PRUNE:  # a loop that never reads: keep flagged ones
+                _unreported[:] = [(n, f) for n, f in _unreported if not f.is_ready() or np.asarray(f).any()]
     metrics.metric_add("ExecuteTime", _now() - t0)
     _inflight.extend([_weakref(a) for a in outs])
     if len(_inflight) > _INFLIGHT_PRUNE:
@@ -95,12 +100,39 @@ def execute(program, inputs):
 
 
 def _raise_out_of_range(names, flags) -> None:
-    """Index checks: waits for the program (a host read of its flags) and raises like eager."""
+    """Strict index checks: waits for the program (a host read of its flags) and raises like
+    eager."""
     bad = [n for n, f in zip(names, np.asarray(flags)) if f]
     if bad:
         metrics.counter_inc("IndexOutOfRange")
         raise IndexError(f"index out of range in {', '.join(dict.fromkeys(bad))} (lazyxla index "
                          "checks: the program ran; no result of it was kept)")
+
+
+# (op names, flags) of programs run with deferred index checks, not yet reported
+_unreported: list = []
+
+
+def report_index_errors(block: bool = False) -> None:
+    """Deferred index checks: raise IndexError if a program run since the last report read an
+    index out of range. Reads and syncs look at the programs that have finished; wait() waits
+    for all."""
+    if not _unreported:
+        return
+    bad, pending = [], []
+    for names, flags in _unreported:
+        if not block and not flags.is_ready():
+            pending.append((names, flags))
+            continue
+        bad.extend(n for n, f in zip(names, np.asarray(flags)) if f)
+    _unreported[:] = pending
+    if bad:
+        metrics.counter_inc("IndexOutOfRange")
+        raise IndexError(
+            f"index out of range in {', '.join(dict.fromkeys(bad))} (reported by lazyxla after "
+            "the program ran: its out-of-range reads were clamped and its out-of-range writes "
+            "dropped, and its results were kept; lazyxla.set_index_checks('strict') raises at "
+            "the call instead)")
 
 
 def reset_programs() -> None:
@@ -300,6 +332,7 @@ def wait() -> None:
     check_not_forked()
     refs, _inflight[:] = list(_inflight), []
     jax.block_until_ready([a for r in refs if (a := r()) is not None and not a.is_deleted()])
+    report_index_errors(block=True)
 
 
 # ---------------------------------------------------------------- public runtime API (tensors)

@@ -118,10 +118,11 @@ def test_log_alpha_where_the_cpu_kernel_writes_it():
 
 
 def test_lengths_eager_rejects_are_flagged_with_index_checks():
-    lazyxla.set_index_checks(True)
+    before = lazyxla.index_checks()
+    lazyxla.set_index_checks("strict")
     try:
         with pytest.raises(IndexError):
             F.ctc_loss(LOG_PROBS.to(D), TARGETS.to(D), torch.tensor([9, 6, 3]).to(D),
                        TARGET_LENGTHS.to(D)).cpu()
     finally:
-        lazyxla.set_index_checks(False)
+        lazyxla.set_index_checks(before)

@@ -1,5 +1,6 @@
-"""Index tensors out of range: clamped reads and dropped writes by default (an XLA program cannot
-raise); with lazyxla.set_index_checks(True), IndexError naming the op, as eager raises."""
+"""Index tensors out of range. An XLA program cannot raise: it clamps such reads and drops such
+writes. By default ("deferred") the next read, sync or wait raises IndexError naming the op; with
+set_index_checks("strict") the call raises, as eager does; with "off" nothing is reported."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -23,13 +24,23 @@ CASES = {
 }
 
 
-@pytest.fixture
-def checks():
-    lazyxla.set_index_checks(True)
+def _mode(mode):
+    before = lazyxla.index_checks()
+    lazyxla.set_index_checks(mode)
     try:
         yield
     finally:
-        lazyxla.set_index_checks(False)
+        lazyxla.set_index_checks(before)
+
+
+@pytest.fixture
+def checks():
+    yield from _mode("strict")
+
+
+@pytest.fixture
+def unchecked():
+    yield from _mode("off")
 
 
 @pytest.mark.parametrize("fn", CASES.values(), ids=CASES.keys())
@@ -68,7 +79,66 @@ def test_compiled_call_raises_on_out_of_range_and_runs_again_after(checks):
     torch.testing.assert_close(f(X.to(D), GOOD.to(D)).cpu(), X[GOOD] * 2)
 
 
-def test_by_default_reads_clamp_and_writes_drop():
+def test_with_checks_off_reads_clamp_and_writes_drop(unchecked):
     assert torch.gather(X.to(D), 0, BAD.to(D)).cpu().tolist() == [1.0, 4.0]
     out = X.to(D).index_put_((BAD.to(D),), torch.full((2,), -1.0, device=D))
     assert out.cpu().tolist() == [0.0, -1.0, 2.0, 3.0, 4.0]
+
+
+# ---------------------------------------------------------------- deferred (the default)
+
+def test_checks_are_deferred_by_default():
+    assert lazyxla.index_checks() == "deferred"
+
+
+@pytest.mark.parametrize("fn", CASES.values(), ids=CASES.keys())
+def test_deferred_the_read_after_the_program_raises_naming_the_op(fn):
+    pending = torch.ones(3, device=D) * 2
+    with pytest.raises(IndexError, match=r"index out of range in aten\..*results were kept"):
+        fn(X.to(D), BAD.to(D)).cpu()
+    torch.testing.assert_close(pending.cpu(), torch.full((3,), 2.0))  # reported once, then clear
+    torch.testing.assert_close(fn(X.to(D), GOOD.to(D)).cpu(), fn(X, GOOD))
+
+
+def test_deferred_sync_and_wait_report_what_ran_unread():
+    x, bad = X.to(D), BAD.to(D)
+    out = x[bad] * 2
+    with pytest.raises(IndexError, match="aten.index.Tensor"):
+        lazyxla.sync(wait=True)
+    assert out.cpu().tolist() == [2.0, 8.0]  # kept, clamped: the error was the report
+    keep = torch.gather(x, 0, bad)
+    with pytest.raises(IndexError, match="aten.gather"):
+        lazyxla.sync()  # reports it if its program has finished by then,
+        lazyxla.wait()  # else this does
+    lazyxla.wait()  # reported once
+    del keep
+
+
+def test_deferred_compiled_call_reports_at_the_next_read_and_runs_again():
+    f = torch.compile(lambda x, i: x[i] * 2, backend="lazyxla")
+    x = X.to(D)
+    result = f(x, BAD.to(D))  # dispatched; nothing waits for its flags
+    with pytest.raises(IndexError, match="aten.index.Tensor"):
+        result.cpu()
+    torch.testing.assert_close(f(x, GOOD.to(D)).cpu(), X[GOOD] * 2)
+
+
+def test_deferred_flags_of_a_loop_that_never_reads_stay_bounded():
+    import jax.numpy as jnp
+    from lazyxla.runtime import executor
+    f = torch.compile(lambda x, i: x[i] * 2, backend="lazyxla")
+    x, good = X.to(D), GOOD.to(D)
+    f(x, good)
+    lazyxla.wait()
+    clean, flagged = (("probe",), jnp.zeros((1,), bool)), (("flagged",), jnp.ones((1,), bool))
+    executor._unreported[:] = [flagged] + [clean] * executor._INFLIGHT_PRUNE
+    f(x, good)  # a compiled call reads nothing: finished clean flags are dropped, flagged kept
+    assert executor._unreported[0][0] == ("flagged",) and len(executor._unreported) <= 2
+    with pytest.raises(IndexError, match="flagged"):
+        lazyxla.wait()
+
+
+def test_a_bad_mode_is_rejected_naming_the_modes():
+    with pytest.raises(ValueError, match="off.*deferred.*strict"):
+        lazyxla.set_index_checks("sometimes")
+    assert lazyxla.index_checks() == "deferred"
