@@ -32,22 +32,14 @@ def _state(storage):
 
 
 def _bytes(storage) -> torch.Tensor:
-    """A lazyxla uint8 tensor over all of the storage's buffer, in eager's memory order."""
+    """A uint8 tensor over all of a storage's bytes: for a lazyxla one, a view of its buffer in
+    eager's memory order."""
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
 
 def _host(storage) -> torch.UntypedStorage:
     with torch.no_grad():
         return _bytes(storage).cpu().untyped_storage()
-
-
-def _host_bytes(storage) -> torch.Tensor:
-    """A uint8 tensor over any storage's bytes: a view of a CPU one, a device one's byte view."""
-    if isinstance(storage, torch.TypedStorage):
-        storage = storage._untyped_storage
-    if _state(storage) is not None:
-        return _bytes(storage)
-    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
 
 def nbytes(self) -> int:
@@ -91,9 +83,11 @@ def __setitem__(self, *args, **kwargs):
 
 
 def copy_(self, src, non_blocking=None):
+    if isinstance(src, torch.TypedStorage):
+        src = src._untyped_storage
     if _state(self) is None and _state(src) is None:
         return _originals["copy_"](self, src, non_blocking)
-    dst, source = _host_bytes(self), _host_bytes(src)
+    dst, source = _bytes(self), _bytes(src)
     if dst.numel() != source.numel():
         raise RuntimeError(f"size does not match, self was {dst.numel()} bytes but src was "
                            f"{source.numel()} bytes")

@@ -93,6 +93,10 @@ def test_writes_reach_every_tensor_on_the_buffer():
     host = torch.zeros(6)
     host.untyped_storage().copy_(xd.untyped_storage())
     torch.testing.assert_close(host, torch.arange(6.0))
+    # a TypedStorage source, as eager takes it
+    xd.untyped_storage().copy_(torch.full((6,), 3.0).storage())
+    host.untyped_storage().copy_(xd.storage())
+    torch.testing.assert_close(host, torch.full((6,), 3.0))
 
 
 def test_bad_writes_raise_eagers_errors():
