@@ -172,6 +172,13 @@ def _lu(a):
     return lu, (piv + 1).astype(jnp.int32), sign
 
 
+def _getrf_info(lu):
+    """LAPACK getrf's info: the 1-based index of U's first pivot that is exactly zero, 0 if none
+    (what eager's inv, solve and lu_factor raise on, through _linalg_check_errors)."""
+    zero = jnp.diagonal(lu, axis1=-2, axis2=-1) == 0
+    return jnp.where(jnp.any(zero, -1), jnp.argmax(zero, -1) + 1, 0).astype(jnp.int32)
+
+
 def _det_lu_input(a):
     # PyTorch factors A^T for contiguous real A (det(A) = det(A^T)); lazyxla tensors report
     # contiguous strides, and the backward's lu_solve(adjoint=...) relies on the choice.
@@ -201,7 +208,7 @@ def linalg_slogdet(a):
 @register(aten.linalg_lu_factor_ex.default)
 def linalg_lu_factor_ex(a, pivot=True, check_errors=False):
     lu, piv, _ = _lu(a)
-    return lu, piv, jnp.zeros(a.shape[:-2], jnp.int32)
+    return lu, piv, _getrf_info(lu)
 
 
 def _unpack(lu, piv, _meta):
@@ -258,7 +265,7 @@ def linalg_lu_solve(lu, piv, b, left=True, adjoint=False):
 
 @register(aten.linalg_inv_ex.default)
 def linalg_inv_ex(a, check_errors=False):
-    return jnp.linalg.inv(a), jnp.zeros(a.shape[:-2], jnp.int32)
+    return jnp.linalg.inv(a), _getrf_info(_lu(a)[0])
 
 
 def _cholesky_info(a):
@@ -316,7 +323,7 @@ def linalg_solve_ex(a, b, left=True, check_errors=False, _meta=None):
     if vector:
         x = x[..., 0]
     lu, piv, _ = _lu(a)
-    return x.reshape(rshape), lu, piv, jnp.zeros(a.shape[:-2], jnp.int32)
+    return x.reshape(rshape), lu, piv, _getrf_info(lu)
 
 
 @register(aten.linalg_solve_triangular.default)

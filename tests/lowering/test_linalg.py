@@ -1,5 +1,6 @@
 """Matrix products and linear algebra against eager CPU PyTorch."""
 import math
+import re
 
 import pytest
 import torch
@@ -144,6 +145,27 @@ def test_cholesky_info_names_the_first_leading_minor_that_is_not_positive_defini
     check(lambda b, d: (torch.linalg.cholesky_ex(b).info, torch.linalg.cholesky_ex(d).info), batch, diag)
     with pytest.raises(torch.linalg.LinAlgError, match="order 2"):
         torch.linalg.cholesky(batch[0].to(DEV)).cpu()
+
+
+SINGULAR = [torch.zeros(2, 2), torch.tensor([[1.0, 2.0], [2.0, 4.0]]),
+            torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 1.0]]),
+            torch.stack([torch.eye(2), torch.zeros(2, 2)])]
+
+
+@pytest.mark.parametrize("a", SINGULAR, ids=["zeros", "rank1", "zero_pivot_2", "batch_1"])
+def test_singular_matrices_give_eagers_info_and_errors(a):
+    """info names U's first zero pivot, as LAPACK's getrf does (it was always 0: inv and solve of a
+    singular matrix returned inf/NaN where eager raises)."""
+    b = torch.ones(a.shape[:-1])
+    check(lambda a, b: (torch.linalg.inv_ex(a).info, torch.linalg.solve_ex(a, b).info,
+                        torch.linalg.lu_factor_ex(a).info), a, b)
+    ops = (torch.linalg.inv, lambda a: torch.linalg.solve(a, torch.ones(a.shape[:-1], device=a.device)),
+           torch.linalg.lu_factor)
+    for op in ops:
+        with pytest.raises(RuntimeError) as eager:
+            op(a)
+        with pytest.raises(type(eager.value), match=re.escape(str(eager.value))):
+            op(a.to(DEV))
 
 
 def test_cholesky_triangular():
