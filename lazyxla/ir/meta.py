@@ -72,6 +72,8 @@ def infer_keyed(op, key, args, kwargs):
         check(*args, **kwargs)
     try:
         raw = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+        if op in OUTPUT_LAYOUTS:
+            raw = OUTPUT_LAYOUTS[op](raw, *args, **kwargs)
         out = _spec(raw)
     except Exception:
         _check_empty_inputs(op, args, kwargs)  # eager's error where it has its own
@@ -129,6 +131,9 @@ CHECKS: dict = {}
 # op -> fn(*args, **kwargs) run on every call (device/dispatch.py): checks of runtime scalar values,
 # which the signature does not hold (a fill value that overflows the dtype).
 VALUE_CHECKS: dict = {}
+# op -> fn(meta output, *args, **kwargs) -> the output with eager's strides, where the meta kernel
+# gives other ones than eager's kernels do (a convolution of a channels-last input).
+OUTPUT_LAYOUTS: dict = {}
 
 _SMALL = 4096
 

@@ -16,6 +16,15 @@ RESULTS = {
     "channels_last_relu": lambda x: torch.relu(x[None].contiguous(memory_format=torch.channels_last)),
     "empty_like_transposed": lambda x: torch.empty_like(x.transpose(1, 2)).fill_(1),
     "to_dtype": lambda x: x.transpose(0, 1).to(torch.float64),
+    # eager's kernels (not its meta kernel) give a channels-last convolution result
+    "conv_of_channels_last_input": lambda x: torch.nn.functional.conv2d(
+        x[None].contiguous(memory_format=torch.channels_last), torch.ones(2, 2, 2, 2, device=x.device)),
+    "conv_of_channels_last_weight": lambda x: torch.nn.functional.conv2d(
+        x[None], torch.ones(2, 2, 2, 2, device=x.device).contiguous(memory_format=torch.channels_last)),
+    "conv_transpose_of_channels_last_input": lambda x: torch.nn.functional.conv_transpose2d(
+        x[None].contiguous(memory_format=torch.channels_last), torch.ones(2, 2, 2, 2, device=x.device)),
+    "conv_of_contiguous_input": lambda x: torch.nn.functional.conv2d(
+        x[None], torch.ones(2, 2, 2, 2, device=x.device)),
 }
 
 
