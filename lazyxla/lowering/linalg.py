@@ -176,6 +176,8 @@ def _getrf_info(lu):
     """LAPACK getrf's info: the 1-based index of U's first pivot that is exactly zero, 0 if none
     (what eager's inv, solve and lu_factor raise on, through _linalg_check_errors)."""
     zero = jnp.diagonal(lu, axis1=-2, axis2=-1) == 0
+    if zero.shape[-1] == 0:  # an empty matrix: nothing to pivot
+        return jnp.zeros(zero.shape[:-1], jnp.int32)
     return jnp.where(jnp.any(zero, -1), jnp.argmax(zero, -1) + 1, 0).astype(jnp.int32)
 
 

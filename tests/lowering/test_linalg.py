@@ -152,6 +152,12 @@ SINGULAR = [torch.zeros(2, 2), torch.tensor([[1.0, 2.0], [2.0, 4.0]]),
             torch.stack([torch.eye(2), torch.zeros(2, 2)])]
 
 
+def test_empty_and_regular_matrices_have_info_zero():
+    for a in (torch.zeros(0, 0), torch.zeros(3, 0, 0), torch.eye(3) * 2):
+        b = torch.ones(a.shape[:-1])
+        check(lambda a, b: (torch.linalg.inv_ex(a), torch.linalg.solve_ex(a, b), torch.linalg.lu_factor_ex(a)), a, b)
+
+
 @pytest.mark.parametrize("a", SINGULAR, ids=["zeros", "rank1", "zero_pivot_2", "batch_1"])
 def test_singular_matrices_give_eagers_info_and_errors(a):
     """info names U's first zero pivot, as LAPACK's getrf does (it was always 0: inv and solve of a
