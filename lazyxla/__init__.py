@@ -72,13 +72,16 @@ def enable_view_replay() -> None:
 
 def set_index_checks(mode: bool | str = True) -> None:
     """Index tensors out of range (gather, index_select, x[idx], index_put, scatter, take,
-    embedding, nll_loss targets): eager raises at the call, but an XLA program cannot raise. It
-    clamps such reads and drops such writes, and with index checks on reports them:
-    - "deferred" (the default): each program returns a flag per index tensor, and the next read
-      (`.cpu()`, `.item()`, ...), `sync()` or `wait()` after it has finished raises IndexError
-      naming the op. Its results were kept; nothing waits for the flags.
-    - "strict" (or True): each run waits for its program and raises at the call, keeping none of
-      its results, as eager does: a debugging mode (no asynchronous execution).
+    embedding, nll_loss targets) and integer division by zero (//, %, fmod, div with a rounding
+    mode): eager raises at the call, but an XLA program cannot raise. It clamps such reads, drops
+    such writes and gives -1 for such quotients, and with checks on reports them:
+    - "deferred" (the default): each program returns a flag per index tensor and integer
+      divisor, and the next read (`.cpu()`, `.item()`, ...), `sync()` or `wait()` after it has
+      finished raises eager's error (IndexError, RuntimeError "ZeroDivisionError") naming the op.
+      Its results were kept; nothing waits for the flags.
+    - "strict" (or True): each run waits for its program and raises when it runs (the sync, read
+      or compiled call), keeping none of its results: a debugging mode (no asynchronous
+      execution).
     - "off" (or False): no flags; out-of-range indices go unreported.
     LAZYXLA_CHECK_INDICES sets the mode at import (0/off, deferred, 1/strict). Changing between
     "off" and the others recompiles every program."""

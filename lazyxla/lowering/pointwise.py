@@ -22,7 +22,7 @@ from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from .exact_arith import rounder
-from .registry import aten, register
+from .registry import aten, check_divisor, register
 
 _F32 = np.dtype(np.float32)
 _HALF = {np.dtype(jnp.bfloat16), np.dtype(np.float16)}
@@ -392,10 +392,12 @@ def mul(x, y, _meta):
 
 
 def _rem(x, y):
+    check_divisor(x, y)
     return lax.rem(*jnp.broadcast_arrays(x, y))
 
 
 def _trunc_div(x, y):
+    check_divisor(x, y)
     x, y = jnp.broadcast_arrays(x, y)
     return lax.div(x, y) if not is_float(x.dtype) else jnp.trunc(x / y)
 
@@ -404,6 +406,7 @@ def _floor_div(x, y):
     if is_bool(x.dtype):
         return x & y
     if not is_float(x.dtype):
+        check_divisor(x, y)
         x, y = jnp.broadcast_arrays(x, y)
         q, r = lax.div(x, y), lax.rem(x, y)
         return q - ((r != 0) & ((r < 0) != (y < 0))).astype(x.dtype)

@@ -29,10 +29,11 @@ aten = torch.ops.aten
 LOWERINGS: dict = {}  # OpOverload -> Lowering (functional ops)
 VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
 
-# Index checks (lazyxla.set_index_checks). An XLA program cannot raise: out-of-range indices are
-# clamped (reads) or dropped (writes). With checks on ("deferred", the default, or "strict"), the
-# program being traced collects here one "some index is out of range" flag per index tensor and
-# returns them; the executor reports them. "off": no flags.
+# Index (and integer division) checks (lazyxla.set_index_checks). An XLA program cannot raise:
+# out-of-range indices are clamped (reads) or dropped (writes), and an integer divided by zero
+# gives -1. With checks on ("deferred", the default, or "strict"), the program being traced
+# collects here one (flag, kind) per index tensor or integer divisor and returns the flags; the
+# executor reports them. "off": no flags.
 INDEX_CHECKS: list | None = None
 INDEX_CHECK_MODES = ("off", "deferred", "strict")
 _ENV_MODES = {"": "deferred", "0": "off", "false": "off", "1": "strict", "true": "strict"}
@@ -66,6 +67,10 @@ def set_index_checks_mode(mode: str) -> None:
     _CHECKING[0] = mode
 
 
+# What a flag reports (the executor raises eager's error for it)
+INDEX, ZERO_DIVISION = "index", "zero_division"
+
+
 def check_index(i, n, negative=True) -> None:
     """Flag index values outside [-n, n) ([0, n) where PyTorch takes no negative index) while a
     checked program is traced (else nothing)."""
@@ -73,7 +78,14 @@ def check_index(i, n, negative=True) -> None:
         out = i >= n
         if not jnp.issubdtype(i.dtype, jnp.unsignedinteger):
             out = out | (i < (-n if negative else 0))
-        INDEX_CHECKS.append(jnp.any(out))
+        INDEX_CHECKS.append((jnp.any(out), INDEX))
+
+
+def check_divisor(x, y) -> None:
+    """Flag a division of integer `x` by zero (eager raises ZeroDivisionError; XLA's gives -1)
+    while a checked program is traced."""
+    if INDEX_CHECKS is not None and jnp.issubdtype(jnp.asarray(x).dtype, jnp.integer):
+        INDEX_CHECKS.append((jnp.any(jnp.asarray(y) == 0), ZERO_DIVISION))
 
 
 class Lowering:

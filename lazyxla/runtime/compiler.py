@@ -66,7 +66,7 @@ class Program:
     each scalar passed on its own costs the call ~2 us (a host-to-device transfer each), and an
     optimizer step has dozens. `feed(values)` turns values in parameter order (device arrays, and
     Python or numpy scalars) into the executable's arguments; None when there is nothing to pack.
-    `checks`: the op name of each index-check flag in the program's last output (none: no flags);
+    `checks`: (op name, kind) of each check flag in the program's last output (none: no flags);
     `strict`: each run waits for them and raises (else they are reported at the next read)."""
     __slots__ = ("compiled", "feed", "checks", "strict")
 
@@ -99,8 +99,9 @@ def _feeder(arrays, groups):
 
 def build_function(spec, checks: list | None = None):
     """The program as a Python function of its array parameters followed by one packed vector per
-    scalar dtype (traced once by jax.jit). With `checks` (a list), the lowerings' index checks
-    become one more output, a vector of flags; tracing fills `checks` with each flag's op name."""
+    scalar dtype (traced once by jax.jit). With `checks` (a list), the lowerings' index and
+    division checks become one more output, a vector of flags; tracing fills `checks` with each
+    flag's (op name, kind)."""
     entries, n_params, outputs = spec.entries, spec.n_params, spec.outputs
     arrays, groups = _layout(spec)
 
@@ -118,11 +119,11 @@ def build_function(spec, checks: list | None = None):
                 n = len(flags) if flags is not None else 0
                 values.append(_apply(e, env))
                 if flags is not None:
-                    checks.extend([e[0].name] * (len(flags) - n))
+                    checks.extend([(e[0].name, kind) for _, kind in flags[n:]])
         finally:
             registry.INDEX_CHECKS = None
         out = tuple(values[j] for j in outputs)
-        return out + (jnp.stack(flags),) if flags else out
+        return out + (jnp.stack([f for f, _ in flags]),) if flags else out
 
     return program
 

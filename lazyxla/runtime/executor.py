@@ -99,40 +99,46 @@ def execute(program, inputs):
     return outs
 
 
-def _raise_out_of_range(names, flags) -> None:
-    """Strict index checks: waits for the program (a host read of its flags) and raises like
-    eager."""
-    bad = [n for n, f in zip(names, np.asarray(flags)) if f]
-    if bad:
-        metrics.counter_inc("IndexOutOfRange")
-        raise IndexError(f"index out of range in {', '.join(dict.fromkeys(bad))} (lazyxla index "
-                         "checks: the program ran; no result of it was kept)")
+def _raise_out_of_range(checks, flags) -> None:
+    """Strict checks: waits for the program (a host read of its flags) and raises like eager."""
+    _raise_flagged([c for c, f in zip(checks, np.asarray(flags)) if f],
+                   "lazyxla index checks: the program ran; no result of it was kept")
 
 
-# (op names, flags) of programs run with deferred index checks, not yet reported
+def _raise_flagged(bad, how) -> None:
+    """Eager's error for the first kind of check flagged in `bad` ((op name, kind), in order)."""
+    if not bad:
+        return
+    kind = bad[0][1]
+    names = ", ".join(dict.fromkeys(n for n, k in bad if k == kind))
+    if kind == "zero_division":
+        metrics.counter_inc("ZeroDivision")
+        raise RuntimeError(f"ZeroDivisionError: integer division by zero in {names} ({how})")
+    metrics.counter_inc("IndexOutOfRange")
+    raise IndexError(f"index out of range in {names} ({how})")
+
+
+# (checks, flags) of programs run with deferred checks, not yet reported
 _unreported: list = []
 
 
 def report_index_errors(block: bool = False) -> None:
-    """Deferred index checks: raise IndexError if a program run since the last report read an
-    index out of range. Reads and syncs look at the programs that have finished; wait() waits
-    for all."""
+    """Deferred checks: raise eager's error (IndexError, ZeroDivisionError) if a program run
+    since the last report read an index out of range or divided an integer by zero. Reads and
+    syncs look at the programs that have finished; wait() waits for all."""
     if not _unreported:
         return
     bad, pending = [], []
-    for names, flags in _unreported:
+    for checks, flags in _unreported:
         if not block and not flags.is_ready():
-            pending.append((names, flags))
+            pending.append((checks, flags))
             continue
-        bad.extend(n for n, f in zip(names, np.asarray(flags)) if f)
+        bad.extend(c for c, f in zip(checks, np.asarray(flags)) if f)
     _unreported[:] = pending
-    if bad:
-        metrics.counter_inc("IndexOutOfRange")
-        raise IndexError(
-            f"index out of range in {', '.join(dict.fromkeys(bad))} (reported by lazyxla after "
-            "the program ran: its out-of-range reads were clamped and its out-of-range writes "
-            "dropped, and its results were kept; lazyxla.set_index_checks('strict') raises at "
-            "the call instead)")
+    _raise_flagged(bad, "reported by lazyxla after the program ran: its out-of-range reads were "
+                        "clamped, its out-of-range writes dropped, its integer divisions by zero "
+                        "gave -1 (remainders: the dividend), and its results were kept; "
+                        "lazyxla.set_index_checks('strict') raises at the call instead")
 
 
 def reset_programs() -> None:

@@ -1,6 +1,8 @@
-"""Index tensors out of range. An XLA program cannot raise: it clamps such reads and drops such
-writes. By default ("deferred") the next read, sync or wait raises IndexError naming the op; with
-set_index_checks("strict") the call raises, as eager does; with "off" nothing is reported."""
+"""Index tensors out of range, and integer division by zero. An XLA program cannot raise: it clamps
+such reads, drops such writes, and gives -1 for such quotients. By default ("deferred") the next
+read, sync or wait raises eager's error naming the op; with set_index_checks("strict") the sync,
+read or compiled call that runs the program raises, keeping none of its results; with "off"
+nothing is reported."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -130,10 +132,11 @@ def test_deferred_flags_of_a_loop_that_never_reads_stay_bounded():
     x, good = X.to(D), GOOD.to(D)
     f(x, good)
     lazyxla.wait()
-    clean, flagged = (("probe",), jnp.zeros((1,), bool)), (("flagged",), jnp.ones((1,), bool))
+    clean = ((("probe", "index"),), jnp.zeros((1,), bool))
+    flagged = ((("flagged", "index"),), jnp.ones((1,), bool))
     executor._unreported[:] = [flagged] + [clean] * executor._INFLIGHT_PRUNE
     f(x, good)  # a compiled call reads nothing: finished clean flags are dropped, flagged kept
-    assert executor._unreported[0][0] == ("flagged",) and len(executor._unreported) <= 2
+    assert executor._unreported[0][0] == (("flagged", "index"),) and len(executor._unreported) <= 2
     with pytest.raises(IndexError, match="flagged"):
         lazyxla.wait()
 
@@ -142,3 +145,50 @@ def test_a_bad_mode_is_rejected_naming_the_modes():
     with pytest.raises(ValueError, match="off.*deferred.*strict"):
         lazyxla.set_index_checks("sometimes")
     assert lazyxla.index_checks() == "deferred"
+
+
+# ---------------------------------------------------------------- integer division by zero
+
+A, Z = torch.tensor([5, -3]), torch.tensor([0, 2])
+DIVISIONS = {
+    "floor_divide": lambda a, z: a // z,
+    "remainder": lambda a, z: a % z,
+    "fmod": lambda a, z: torch.fmod(a, z),
+    "div_trunc": lambda a, z: torch.div(a, z, rounding_mode="trunc"),
+    "div_floor": lambda a, z: torch.div(a, z, rounding_mode="floor"),
+    "by_scalar_zero": lambda a, z: a // 0,  # the scalar is a runtime value of the program
+}
+
+
+@pytest.mark.parametrize("fn", DIVISIONS.values(), ids=DIVISIONS.keys())
+def test_integer_division_by_zero_raises_eagers_error_at_the_next_read(fn):
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(A, Z)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError: integer division by zero in aten"):
+        fn(A.to(D), Z.to(D)).cpu()
+    ones = torch.tensor([1, 2])  # divisors not zero: as eager
+    if fn is DIVISIONS["by_scalar_zero"]:
+        torch.testing.assert_close((A.to(D) // 2).cpu(), A // 2)
+    else:
+        torch.testing.assert_close(fn(A.to(D), ones.to(D)).cpu(), fn(A, ones))
+
+
+@pytest.mark.parametrize("fn", DIVISIONS.values(), ids=DIVISIONS.keys())
+def test_integer_division_by_zero_raises_when_its_program_runs_if_strict(checks, fn):
+    pending = torch.ones(2, device=D) * 3
+    with pytest.raises(RuntimeError, match="ZeroDivisionError.*no result of it was kept"):
+        fn(A.to(D), Z.to(D)).cpu()
+    torch.testing.assert_close(pending.cpu(), torch.full((2,), 3.0))
+
+
+def test_integer_division_by_zero_unchecked_gives_xlas_values(unchecked):
+    assert (A.to(D) // Z.to(D)).cpu().tolist() == [-1, -2]
+    assert (A.to(D) % Z.to(D)).cpu().tolist() == [5, 1]
+
+
+def test_float_division_by_zero_is_never_flagged():
+    a, z = A.float().to(D), Z.float().to(D)
+    for fn in DIVISIONS.values():
+        fn(a, z).cpu()
+    torch.testing.assert_close((a // z).cpu(), A.float() // Z.float())
+    torch.testing.assert_close(torch.remainder(a, 0).cpu(), torch.remainder(A.float(), 0), equal_nan=True)
