@@ -82,7 +82,7 @@ def set_index_checks(mode: bool | str = True) -> None:
     - "strict" (or True): each run waits for its program and raises when it runs (the sync, read
       or compiled call), keeping none of its results: a debugging mode (no asynchronous
       execution).
-    - "off" (or False): no flags; out-of-range indices go unreported.
+    - "off" (or False): no flags; out-of-range indices and divisions by zero go unreported.
     LAZYXLA_CHECK_INDICES sets the mode at import (0/off, deferred, 1/strict). Changing between
     "off" and the others recompiles every program."""
     from .lowering import registry

@@ -94,7 +94,8 @@ def _conv_output_layout(out, x, w, *args):
     dilations, 1x1 kernels, transposed. Eager's 3-d ones pick by backend heuristics: left to the
     meta kernel.)"""
     cl = torch.channels_last
-    if out.dim() == 4 and any(t.is_contiguous(memory_format=cl) and not t.is_contiguous() for t in (x, w)):
+    if out.dim() == 4 and any(t.is_contiguous(memory_format=cl) and not t.is_contiguous()
+                              for t in (x, w)):
         return out.contiguous(memory_format=cl)
     return out
 

@@ -109,7 +109,7 @@ def _raise_flagged(bad, how) -> None:
     """Eager's error for the first kind of check flagged in `bad` ((op name, kind), in order)."""
     if not bad:
         return
-    kind = bad[0][1]
+    kind = bad[0][1]  # (lowering/registry.py's INDEX or ZERO_DIVISION)
     names = ", ".join(dict.fromkeys(n for n, k in bad if k == kind))
     if kind == "zero_division":
         metrics.counter_inc("ZeroDivision")
