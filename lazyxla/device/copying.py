@@ -126,13 +126,11 @@ def _restore_location(storage, location):
 def storage_from_host(storage):
     """A lazyxla storage whose buffer holds a copy of CPU storage `storage`'s bytes. torch.load
     reuses a restored storage for the next tensor on it only if its data pointer is not null:
-    this one points at the host bytes it was made from (kept alive with it, never written; only
-    an identity), so that tensors saved on one storage share one buffer again."""
+    a lazyxla storage's data_ptr() is its buffer's identity (storages.py), so tensors saved on
+    one storage share one buffer again, and the host bytes are not kept."""
     data = torch.empty(0, dtype=torch.uint8).set_(storage)  # the storage's bytes, not copied
     state = buf.state_of(fallback.from_cpu(data))
-    out = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), torch.device("lazyxla"),
-                                                        storage.nbytes())
-    out._lazyxla_host_bytes = storage
+    out = torch._C._construct_storage_from_data_pointer(0, torch.device("lazyxla"), storage.nbytes())
     return buf.attach_storage(out, state)
 
 
