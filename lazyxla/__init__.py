@@ -72,17 +72,19 @@ def enable_view_replay() -> None:
 
 def set_index_checks(mode: bool | str = True) -> None:
     """Index tensors out of range (gather, index_select, x[idx], index_put, scatter, take,
-    embedding, nll_loss targets) and integer division by zero (//, %, fmod, div with a rounding
-    mode): eager raises at the call, but an XLA program cannot raise. It clamps such reads, drops
-    such writes and gives -1 for such quotients, and with checks on reports them:
-    - "deferred" (the default): each program returns a flag per index tensor and integer
-      divisor, and the next read (`.cpu()`, `.item()`, ...), `sync()` or `wait()` after it has
-      finished raises eager's error (IndexError, RuntimeError "ZeroDivisionError") naming the op.
+    embedding, nll_loss targets), integer division by zero (//, %, fmod, div with a rounding
+    mode) and distribution parameters eager rejects (bernoulli's p outside [0, 1], multinomial's
+    negative/inf/NaN probabilities or zero-sum rows, normal's negative std tensor): eager raises
+    at the call, but an XLA program cannot raise. It clamps such reads, drops such writes, gives
+    -1 for such quotients and samples regardless, and with checks on reports them:
+    - "deferred" (the default): each program returns a flag per index tensor, integer divisor
+      and checked parameter, and the next read (`.cpu()`, `.item()`, ...), `sync()` or `wait()`
+      after it has finished raises eager's error (IndexError, RuntimeError) naming the op.
       Its results were kept; nothing waits for the flags.
     - "strict" (or True): each run waits for its program and raises when it runs (the sync, read
       or compiled call), keeping none of its results: a debugging mode (no asynchronous
       execution).
-    - "off" (or False): no flags; out-of-range indices and divisions by zero go unreported.
+    - "off" (or False): no flags; none of these is reported.
     LAZYXLA_CHECK_INDICES sets the mode at import (0/off, deferred, 1/strict). Changing between
     "off" and the others recompiles every program."""
     from .lowering import registry

@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from lazyxla.jaxenv import np_dtype
-from .registry import aten, register
+from .registry import (BERNOULLI_P, MULTINOMIAL_P, MULTINOMIAL_SUM, NORMAL_STD, aten,
+                       check_values, register)
 
 
 def _out(_meta):
@@ -108,6 +109,8 @@ _LIB.impl("normal_", _normal_inplace, "PrivateUse1")
 def normal_tensor(mean, std=1.0, generator=None, _meta=None, _key=None):  # (std=1 is dropped)
     shape, dt = _out(_meta)
     fd = _float_dtype(dt)
+    if hasattr(std, "dtype"):  # a tensor (a float std was checked before recording)
+        check_values(~(std >= 0), NORMAL_STD)  # NaN fails too, as in eager's check
     return jax.random.normal(_key, shape, fd) * jnp.asarray(std, fd) + jnp.asarray(mean, fd)
 
 
@@ -150,13 +153,20 @@ def bernoulli_p(x, p=0.5, generator=None, _meta=None, _key=None):
     return _uniform(_key, x.shape, jnp.float32) < p
 
 
+def _check_probability(p):
+    if jnp.issubdtype(p.dtype, jnp.floating):  # NaN fails too, as in eager's check
+        check_values(~((p >= 0) & (p <= 1)), BERNOULLI_P)
+
+
 @register(aten.bernoulli.default, meta=True, random=True)
 def bernoulli(x, generator=None, _meta=None, _key=None):
+    _check_probability(x)
     return _uniform(_key, x.shape, x.dtype) < x
 
 
 @register(aten.bernoulli.Tensor, meta=True, random=True)
 def bernoulli_tensor(x, p, generator=None, _meta=None, _key=None):
+    _check_probability(p)
     return jnp.broadcast_to(_uniform(_key, x.shape, p.dtype) < p, x.shape)
 
 
@@ -188,6 +198,8 @@ def cauchy(x, median=0.0, sigma=1.0, generator=None, _meta=None, _key=None):
 def multinomial(probs, num_samples, replacement=False, generator=None, _meta=None, _key=None):
     p = probs.astype(jnp.float64) if probs.dtype == jnp.float64 else probs.astype(jnp.float32)
     p2 = p.reshape(-1, p.shape[-1])
+    check_values(~(jnp.isfinite(p2) & (p2 >= 0)), MULTINOMIAL_P)
+    check_values(jnp.sum(p2, axis=-1) <= 0, MULTINOMIAL_SUM)
     logp = jnp.log(p2)  # zero probability -> -inf, never drawn
     if replacement:
         out = jax.random.categorical(_key, logp[:, None, :], axis=-1, shape=(p2.shape[0], num_samples))

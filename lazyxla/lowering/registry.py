@@ -67,8 +67,24 @@ def set_index_checks_mode(mode: str) -> None:
     _CHECKING[0] = mode
 
 
-# What a flag reports (the executor raises eager's error for it)
+# What a flag reports: kind -> (eager's exception, its message; {ops} names the ops). The
+# executor raises it. Eager checks these values before it computes; XLA computes regardless.
 INDEX, ZERO_DIVISION = "index", "zero_division"
+BERNOULLI_P, MULTINOMIAL_P, MULTINOMIAL_SUM, NORMAL_STD = ("bernoulli_p", "multinomial_p",
+                                                           "multinomial_sum", "normal_std")
+CHECK_ERRORS = {
+    INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
+    ZERO_DIVISION: (RuntimeError, "ZeroDivisionError: integer division by zero in {ops}",
+                    "ZeroDivision"),
+    BERNOULLI_P: (RuntimeError, "Expected p_in >= 0 && p_in <= 1 to be true, but got false "
+                                "(a probability outside [0, 1] or NaN, in {ops})", "InvalidDistribution"),
+    MULTINOMIAL_P: (RuntimeError, "probability tensor contains either `inf`, `nan` or element < 0 "
+                                  "(in {ops})", "InvalidDistribution"),
+    MULTINOMIAL_SUM: (RuntimeError, "invalid multinomial distribution (sum of probabilities <= 0) "
+                                    "(in {ops})", "InvalidDistribution"),
+    NORMAL_STD: (RuntimeError, "normal expects all elements of std >= 0.0 (in {ops})",
+                 "InvalidDistribution"),
+}
 
 
 def check_index(i, n, negative=True) -> None:
@@ -86,6 +102,14 @@ def check_divisor(x, y) -> None:
     while a checked program is traced."""
     if INDEX_CHECKS is not None and jnp.issubdtype(jnp.asarray(x).dtype, jnp.integer):
         INDEX_CHECKS.append((jnp.any(jnp.asarray(y) == 0), ZERO_DIVISION))
+
+
+def check_values(bad, kind) -> None:
+    """Flag any true element of `bad` as a `kind` error (CHECK_ERRORS) while a checked program is
+    traced: the distribution parameters eager rejects (a probability outside [0, 1], a negative
+    std), which XLA would sample from regardless."""
+    if INDEX_CHECKS is not None:
+        INDEX_CHECKS.append((jnp.any(bad), kind))
 
 
 class Lowering:

@@ -18,6 +18,7 @@ from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import Graph, cut
 from lazyxla.ir.node import DATA, SCALAR, data_node
 from lazyxla.jaxenv import check_not_forked, np_dtype, x64
+from lazyxla.lowering import registry
 from .cache import CompilationCache
 from .compiler import compile_spec
 
@@ -109,13 +110,11 @@ def _raise_flagged(bad, how) -> None:
     """Eager's error for the first kind of check flagged in `bad` ((op name, kind), in order)."""
     if not bad:
         return
-    kind = bad[0][1]  # (lowering/registry.py's INDEX or ZERO_DIVISION)
+    kind = bad[0][1]
     names = ", ".join(dict.fromkeys(n for n, k in bad if k == kind))
-    if kind == "zero_division":
-        metrics.counter_inc("ZeroDivision")
-        raise RuntimeError(f"ZeroDivisionError: integer division by zero in {names} ({how})")
-    metrics.counter_inc("IndexOutOfRange")
-    raise IndexError(f"index out of range in {names} ({how})")
+    error, message, counter = registry.CHECK_ERRORS[kind]
+    metrics.counter_inc(counter)
+    raise error(f"{message.format(ops=names)} ({how})")
 
 
 # (checks, flags) of programs run with deferred checks, not yet reported
@@ -123,9 +122,10 @@ _unreported: list = []
 
 
 def report_index_errors(block: bool = False) -> None:
-    """Deferred checks: raise eager's error (IndexError, ZeroDivisionError) if a program run
-    since the last report read an index out of range or divided an integer by zero. Reads and
-    syncs look at the programs that have finished; wait() waits for all."""
+    """Deferred checks: raise eager's error (IndexError, ZeroDivisionError, an invalid
+    distribution's RuntimeError) if a program run since the last report read an index out of
+    range, divided an integer by zero or sampled with parameters eager rejects. Reads and syncs
+    look at the programs that have finished; wait() waits for all."""
     if not _unreported:
         return
     bad, pending = [], []
@@ -137,7 +137,8 @@ def report_index_errors(block: bool = False) -> None:
     _unreported[:] = pending
     _raise_flagged(bad, "reported by lazyxla after the program ran: its out-of-range reads were "
                         "clamped, its out-of-range writes dropped, its integer divisions by zero "
-                        "gave -1 (remainders: the dividend), and its results were kept; "
+                        "gave -1 (remainders: the dividend), its invalid distributions were "
+                        "sampled regardless, and its results were kept; "
                         "lazyxla.set_index_checks('strict') raises at the call instead")
 
 

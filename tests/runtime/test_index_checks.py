@@ -1,5 +1,7 @@
-"""Index tensors out of range, and integer division by zero. An XLA program cannot raise: it clamps
-such reads, drops such writes, and gives -1 for such quotients. By default ("deferred") the next
+"""Index tensors out of range, integer division by zero, and distribution parameters eager rejects
+(bernoulli's p outside [0, 1], multinomial's negative, infinite or all-zero probabilities, normal's
+negative std). An XLA program cannot raise: it clamps such reads, drops such writes, gives -1 for
+such quotients and samples regardless. By default ("deferred") the next
 read, sync or wait raises eager's error naming the op; with set_index_checks("strict") the sync,
 read or compiled call that runs the program raises, keeping none of its results; with "off"
 nothing is reported."""
@@ -192,3 +194,56 @@ def test_float_division_by_zero_is_never_flagged():
         fn(a, z).cpu()
     torch.testing.assert_close((a // z).cpu(), A.float() // Z.float())
     torch.testing.assert_close(torch.remainder(a, 0).cpu(), torch.remainder(A.float(), 0), equal_nan=True)
+
+
+# ---------------------------------------------------------------- invalid distributions
+
+P = torch.tensor([[0.5, 1.5], [0.2, 0.3]])
+SAMPLERS = {  # (sampler, a parameter eager rejects, one it accepts, eager's message)
+    "bernoulli": (torch.bernoulli, P, P.clamp(max=1), r"p_in >= 0 && p_in <= 1"),
+    "bernoulli_nan": (torch.bernoulli, torch.tensor([float("nan"), 0.5]), torch.tensor([0.0, 1.0]),
+                      r"p_in >= 0 && p_in <= 1"),
+    "bernoulli_p_tensor": (lambda p: torch.zeros_like(p).bernoulli_(p), -P, P / 2,
+                           r"p_in >= 0 && p_in <= 1"),
+    "multinomial_negative": (lambda p: torch.multinomial(p, 1), P - 0.4, P, r"element < 0"),
+    "multinomial_inf": (lambda p: torch.multinomial(p, 1), P / 0, P, r"`inf`, `nan` or element < 0"),
+    "multinomial_zero_row": (lambda p: torch.multinomial(p, 1, True), P * torch.tensor([[1.0], [0.0]]),
+                             P, r"sum of probabilities <= 0"),
+    "normal_std": (lambda s: torch.normal(torch.zeros_like(s), s), P - 1, P,
+                   r"normal expects all elements of std >= 0.0"),
+    "normal_float_mean": (lambda s: torch.normal(0.0, s), P - 1, P,
+                          r"normal expects all elements of std >= 0.0"),
+}
+
+
+@pytest.mark.parametrize("case", SAMPLERS.values(), ids=SAMPLERS.keys())
+def test_invalid_distribution_raises_eagers_error_at_the_next_read(case):
+    sample, bad, good, message = case
+    with pytest.raises(RuntimeError, match=message.replace("(", r"\(")):
+        sample(bad)  # eager raises at the call
+    with pytest.raises(RuntimeError, match=message + r".*in aten\..*results were kept"):
+        sample(bad.to(D)).cpu()
+    out = sample(good.to(D))  # a valid parameter: sampled as eager, nothing reported
+    assert out.shape == sample(good).shape and out.dtype == sample(good).dtype
+    out.cpu()
+
+
+@pytest.mark.parametrize("case", SAMPLERS.values(), ids=SAMPLERS.keys())
+def test_invalid_distribution_raises_when_its_program_runs_if_strict(checks, case):
+    sample, bad, _, message = case
+    pending = torch.ones(2, device=D) * 3
+    with pytest.raises(RuntimeError, match=message + r".*no result of it was kept"):
+        sample(bad.to(D)).cpu()
+    torch.testing.assert_close(pending.cpu(), torch.full((2,), 3.0))
+
+
+def test_invalid_distribution_unchecked_samples_regardless(unchecked):
+    assert torch.bernoulli(P.to(D)).cpu()[0, 1] == 1.0  # p > 1: always drawn
+    torch.multinomial((P - 0.4).to(D), 1).cpu()
+
+
+def test_invalid_distribution_under_torch_compile_is_reported():
+    f = torch.compile(lambda p: torch.bernoulli(p) * 2, backend="lazyxla")
+    f(P.clamp(max=1).to(D)).cpu()
+    with pytest.raises(RuntimeError, match=r"p_in >= 0 && p_in <= 1"):
+        f(P.to(D)).cpu()
