@@ -77,7 +77,8 @@ CHECK_ERRORS = {
     ZERO_DIVISION: (RuntimeError, "ZeroDivisionError: integer division by zero in {ops}",
                     "ZeroDivision"),
     BERNOULLI_P: (RuntimeError, "Expected p_in >= 0 && p_in <= 1 to be true, but got false "
-                                "(a probability outside [0, 1] or NaN, in {ops})", "InvalidDistribution"),
+                                "(a probability outside [0, 1] or NaN, in {ops})",
+                  "InvalidDistribution"),
     MULTINOMIAL_P: (RuntimeError, "probability tensor contains either `inf`, `nan` or element < 0 "
                                   "(in {ops})", "InvalidDistribution"),
     MULTINOMIAL_SUM: (RuntimeError, "invalid multinomial distribution (sum of probabilities <= 0) "
