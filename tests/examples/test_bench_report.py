@@ -36,3 +36,16 @@ def test_report_rows_and_verdicts():
     train = next(l for l in targets if l.startswith("| mlp | train |"))
     assert "| 1.60 MISS | 1.45 ok |" in train  # lazy/eager 3.2/2.0; pipelined 2.9/2.0 < 1.5
     assert "lazyxla lazy, pipelined" in md
+
+
+def test_under_load_is_other_processes_cpu_not_the_jobs_own():
+    busy = suite._busy_cpu_seconds()
+    assert busy is None or busy > 0
+    meta = {"under_load": True, "max_other_cpu": 0.8, "mean_other_cpu": 0.3, "command": "c",
+            "started": "now", "wall_s": 1.0, "torch": "t", "jax": "j", "python": "3",
+            "platform": "p", "cpus": 2, "threads": 1, "xla_flags": "f",
+            "loadavg_start": (0, 0, 0), "loadavg_end": (0, 0, 0), "max_loadavg": 1.9,
+            "peers": "none"}
+    md = suite.render(meta, [_r("eager", 0.25)])
+    assert "other processes used up to 0.80 of 2 CPUs" in md
+    assert "mean 0.30, max 0.80 cores" in md
