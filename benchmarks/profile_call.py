@@ -29,7 +29,7 @@ def attribute(pr, calls) -> str:
         elif "/lazyxla/dynamo/" in f:
             a = "lazyxla bridge (bridge.py, matcher.py, outputs.py, backend.py)"
         elif "/lazyxla/" in f:
-            a = "lazyxla runtime (executor.execute, metrics, buffers)"
+            a = "lazyxla runtime (executor.execute_arguments, metrics, buffers)"
         elif "torch/_functorch" in f or "torch/_subclasses" in f:
             a = "aot_autograd runtime wrappers"
         elif "torch/_dynamo" in f or "torch/_guards" in f or "eval_frame" in f or "<string>" in f:
@@ -68,11 +68,11 @@ def main(out_path, calls=3000, threads=1):
             cm(x)
         lazyxla.wait()
         captured = []
-        orig = executor.execute
-        executor.execute = lambda prog, inp: (captured.append(executor.executable_call(prog, inp)),
-                                            orig(prog, inp))[1]
+        orig = executor.execute_arguments
+        executor.execute_arguments = lambda prog, arguments: (
+            captured.append((prog.compiled, list(arguments))), orig(prog, arguments))[1]
         cm(x)
-        executor.execute = orig
+        executor.execute_arguments = orig
         exe, inp = captured[0]
 
         def compiled():

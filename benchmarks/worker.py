@@ -240,16 +240,18 @@ class Runner:
         from lazyxla.jaxenv import x64
         from lazyxla.runtime import executor
         captured = []
-        orig = executor.execute
+        orig = executor.execute_arguments
 
-        def capture(program, inputs):
-            captured.append(executor.executable_call(program, inputs))
-            return orig(program, inputs)
-        executor.execute = capture
+        def capture(program, arguments):  # (lazy mode's execute() calls it too)
+            with x64(True):  # pre-converted: the packed scalar vectors too
+                captured.append((program.compiled, [jax.device_put(a) if isinstance(a, np.ndarray)
+                                                    else a for a in arguments]))
+            return orig(program, arguments)
+        executor.execute_arguments = capture
         try:
             self.block(self.step())
         finally:
-            executor.execute = orig
+            executor.execute_arguments = orig
         self.captured = captured
         other = np.ones(1 << 20)
 

@@ -18,7 +18,7 @@ from lazyxla import metrics
 from lazyxla.device import dispatch, rng
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
-from lazyxla.ir.node import DATA, data_node
+from lazyxla.ir.node import DATA, Node as _Node
 from lazyxla.runtime import executor
 from .matcher import InputMatcher, InputStructureChanged, structure
 from .outputs import OutputHandler
@@ -113,13 +113,11 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
                     seen.add(id(root))
                     mutated.append((j, root.node))
         roots = list(handler.roots)
-        mut_slots = []
+        mut_slots = []  # (argument, program output, its shape and dtype)
         for j, node in mutated:
-            if node in roots:
-                mut_slots.append((j, roots.index(node)))
-            else:
-                mut_slots.append((j, len(roots)))
+            if node not in roots:
                 roots.append(node)
+            mut_slots.append((j, roots.index(node), tuple(node.shape), node.dtype))
         if roots:
             graph = cut(roots)
             executor.CACHE.remember(graph.spec)
@@ -209,16 +207,16 @@ class Bridge:
                 self._retrace(key, call_args, cause=f"tensor argument structure changed: {e}")
             return self(*call_args, _retried=True)
         try:
-            results = executor.execute(exe, feed)
+            results = executor.execute_arguments(exe, feed)
         except (TypeError, ValueError) as e:  # a tensor's shape/dtype differs from the trace's
             if _retried:
                 raise
             self._retrace(key, call_args, cause=f"input shapes or dtypes changed under the same "
                                                 f"non-tensor arguments {key}: {e}")
             return self(*call_args, _retried=True)
-        for j, slot in entry.mutated:  # in-place updates of inputs, applied exactly once
-            root = buf.state_of(args[j]).root
-            root.write(data_node(results[slot], root.node.dtype))
+        for j, slot, shape, dtype in entry.mutated:  # in-place updates, applied exactly once
+            args[j].untyped_storage()._lazyxla.root.write(
+                _Node(DATA, (), None, shape, dtype, data=results[slot]))
         return _pack(entry, entry.outputs(results, args))
 
 

@@ -13,13 +13,21 @@ differ (`batch[4:8]` after `batch[0:4]` of the same buffer; two arguments that n
 the bridge then extracts a program for the new structure."""
 from __future__ import annotations
 
+import time
+
+import jax
+import numpy as np
 import torch
 
+from lazyxla import metrics
 from lazyxla.device import rng
 from lazyxla.ir import buffer as buf
+from lazyxla.jaxenv import x64
 from lazyxla.runtime import executor
+from lazyxla.runtime.compiler import argument_layout
 
 ARG, CONST, SEED, CPU = 0, 1, 2, 3
+_now = time.perf_counter_ns  # (metrics are in nanoseconds, as torch_xla's)
 _DATA, _Buffer = buf.DATA, buf.Buffer
 
 
@@ -53,8 +61,8 @@ def structure(args) -> Structure:
 
 
 class InputMatcher:
-    __slots__ = ("plan", "tensor_positions", "arg_only", "lazy_positions", "views", "shared",
-                 "distinct")
+    __slots__ = ("plan", "array_plan", "packs", "tensor_positions", "arg_only", "lazy_positions",
+                 "views", "shared", "distinct")
 
     def __init__(self, graph, args, start, cpu_sources=None, mutates=False):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
@@ -81,6 +89,20 @@ class InputMatcher:
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
                 plan.append((CONST, p.data))
         self.plan = plan
+        # The executable's arguments (compiler.argument_layout): the array parameters, then one
+        # vector per scalar dtype. A vector of constants only (the graph's Python scalars: lr,
+        # betas) is packed and put on the device once, here, instead of on every call.
+        arrays, groups = argument_layout(graph.spec)
+        self.array_plan = tuple(plan[i] for i in arrays)
+        packs = []
+        for dt, ix in groups:
+            items = tuple(plan[i] for i in ix)
+            if all(kind == CONST for kind, _ in items):
+                with x64(True):
+                    packs.append((None, jax.device_put(np.array([v for _, v in items], dtype=dt))))
+            else:
+                packs.append((dt, items))
+        self.packs = tuple(packs)
         traced = structure(args)
         self.lazy_positions = tuple(j for j, _, _ in traced)
         self.views = {j: sig for j, sig, _ in traced if sig}
@@ -93,12 +115,13 @@ class InputMatcher:
     def __call__(self, args) -> list:
         if self.views or self.shared or self.distinct:
             self.check_structure(args)
-            return self._feed(args, lambda st: st.root)
+            return self._feed(args, _root)
         return self._feed(args, _whole_buffer)  # the common case: every argument a whole buffer
 
     def _feed(self, args, root_of) -> list:
+        """The executable's arguments for this call."""
         only = self.arg_only
-        if only is not None:
+        if only is not None:  # (no scalar parameters: the arguments are the parameters)
             feed = []
             for j in only:
                 root = root_of(args[j].untyped_storage()._lazyxla)
@@ -107,19 +130,30 @@ class InputMatcher:
                 feed.append(root.node.data)
             return feed
         feed = []
-        for kind, v in self.plan:
-            if kind == ARG:
+        for kind, v in self.array_plan:
+            if kind == ARG:  # (inline: the common kind; the optimizer's step feeds dozens)
                 root = root_of(args[v].untyped_storage()._lazyxla)
                 if root.node.op is not _DATA:
                     self.sync_inputs(args)
                 feed.append(root.node.data)
-            elif kind == CONST:
-                feed.append(v)
-            elif kind == CPU:  # scalars: the Program packs and casts them
-                feed.append(args[v].item())
             else:
-                feed.append(rng.next_seed())
+                feed.append(self._value(kind, v, args, root_of))
+        for dt, items in self.packs:
+            feed.append(items if dt is None else
+                        np.array([self._value(kind, v, args, root_of) for kind, v in items], dt))
         return feed
+
+    def _value(self, kind, v, args, root_of):
+        if kind == ARG:
+            root = root_of(args[v].untyped_storage()._lazyxla)
+            if root.node.op is not _DATA:
+                self.sync_inputs(args)
+            return root.node.data
+        if kind == CONST:
+            return v
+        if kind == CPU:  # a 0-dim CPU tensor's current value
+            return args[v].item()
+        return rng.next_seed()
 
     def check_structure(self, args) -> None:
         states = {j: args[j].untyped_storage()._lazyxla for j in self.lazy_positions}
@@ -136,13 +170,18 @@ class InputMatcher:
                 raise InputStructureChanged("arguments that were apart share a buffer now")
 
     def sync_inputs(self, args) -> None:
-        """Inputs that still carry pending IR are executed first (DynamoSyncInputExecuteTime)."""
-        pending = [buf.state_of(args[j]).root for j in self.tensor_positions
-                   if buf.state_of(args[j]).root.node.op is not buf.DATA]
+        """Inputs that still carry pending IR are executed first (DynamoSyncInputExecuteTime):
+        every backward of a compiled graph is fed autograd's pending grad seed, ones_like(loss)."""
+        roots = [args[j].untyped_storage()._lazyxla.root for j in self.tensor_positions]
+        pending = [r for r in roots if r.node.op is not _DATA]
         if pending:
-            from lazyxla import metrics
-            with metrics.timed("DynamoSyncInputExecuteTime"):
-                executor.sync_buffers(pending)
+            t0 = _now()
+            executor.sync_buffers(pending)
+            metrics.metric_add("DynamoSyncInputExecuteTime", _now() - t0)
+
+
+def _root(state):
+    return state.root
 
 
 def _whole_buffer(state):

@@ -74,8 +74,9 @@ class Program:
         self.compiled, self.feed, self.checks, self.strict = compiled, feed, checks, strict
 
 
-def _layout(spec):
-    """(array parameter indices, ((numpy dtype, scalar parameter indices), ...))."""
+def argument_layout(spec):
+    """The executable's arguments: (the array parameters' indices, ((numpy dtype, indices of the
+    scalar parameters packed into one vector of it), ...)), in that order."""
     scalars = spec.scalar_params
     arrays = tuple(i for i in range(spec.n_params) if i not in scalars)
     groups: dict = {}
@@ -103,7 +104,7 @@ def build_function(spec, checks: list | None = None):
     division checks become one more output, a vector of flags; tracing fills `checks` with each
     flag's (op name, kind)."""
     entries, n_params, outputs = spec.entries, spec.n_params, spec.outputs
-    arrays, groups = _layout(spec)
+    arrays, groups = argument_layout(spec)
 
     def program(*params):
         values = [None] * n_params
@@ -129,7 +130,7 @@ def build_function(spec, checks: list | None = None):
 
 
 def param_avals(spec):
-    arrays, groups = _layout(spec)
+    arrays, groups = argument_layout(spec)
     entries = spec.entries
     return ([jax.ShapeDtypeStruct(entries[i][1], np_dtype(entries[i][2])) for i in arrays]
             + [jax.ShapeDtypeStruct((len(ix),), dt) for dt, ix in groups])
@@ -142,5 +143,5 @@ def compile_spec(spec) -> Program:
     with metrics.timed("CompileTime"), x64(True):
         fn = build_function(spec, checks)
         compiled = jax.jit(fn).lower(*param_avals(spec)).compile()
-    return Program(compiled, _feeder(*_layout(spec)), tuple(checks or ()),
+    return Program(compiled, _feeder(*argument_layout(spec)), tuple(checks or ()),
                    registry.index_checks_mode() == "strict")

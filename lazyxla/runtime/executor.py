@@ -80,11 +80,17 @@ def param_value(node):
 def execute(program, inputs):
     """Run a Program on its parameter values (in graph order); returns its outputs, dispatched
     asynchronously."""
+    feed = program.feed
+    return execute_arguments(program, inputs if feed is None else feed(inputs))
+
+
+def execute_arguments(program, arguments):
+    """As execute(), given the executable's own arguments (compiler.argument_layout: the array
+    parameters, then one packed vector per scalar dtype), which a caller may keep prepared."""
     check_not_forked()
     t0 = _now()
-    feed = program.feed
     with x64(True):
-        outs = program.compiled(*(inputs if feed is None else feed(inputs)))
+        outs = program.compiled(*arguments)
     if program.checks:
         outs, flags = outs[:-1], outs[-1]
         if program.strict:
@@ -147,11 +153,6 @@ def reset_programs() -> None:
     changed compile option (index checks) takes effect for every program."""
     CACHE.clear()
     _CONSTANTS.clear()
-
-
-def executable_call(program, inputs):
-    """(the JAX executable, the arguments execute() calls it with): for measuring the bare call."""
-    return program.compiled, list(inputs if program.feed is None else program.feed(inputs))
 
 
 def _roots(buffers):
