@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 
 from .exact_arith import rounder
-from .registry import aten, check_index, register
+from .registry import BCE_INPUT, aten, check_index, check_values, register
 
 
 def _reduce(x, reduction):
@@ -151,6 +151,7 @@ def huber_loss_backward(g, x, y, reduction, delta):
 
 @register(aten.binary_cross_entropy.default)
 def binary_cross_entropy(x, y, weight=None, reduction=1):
+    check_values(~((x >= 0) & (x <= 1)), BCE_INPUT)  # NaN fails too, as in eager's check
     r = _low(x)
     if r is not None:
         # eager's kernel in the dtype, every operation rounded:
@@ -228,6 +229,9 @@ def _multi_margin(x, target, p, margin, weight, reduction):
 
 @register("lazyxla::multi_margin_loss", meta=True)  # kernel: _zero_dim_none_kernel
 def multi_margin_loss(x, target, p=1, margin=1, weight=None, reduction=1, _meta=None):
+    # (here, not in _multi_margin: the backward traces that under jax.vjp and eval_shape, where
+    # a flag would belong to the wrong trace)
+    check_index(target, x.shape[-1] if x.ndim else 1, negative=False)
     return _multi_margin(x, target, p, margin, weight, reduction).reshape(_meta[0][0])
 
 

@@ -72,6 +72,7 @@ def set_index_checks_mode(mode: str) -> None:
 INDEX, ZERO_DIVISION = "index", "zero_division"
 BERNOULLI_P, MULTINOMIAL_P, MULTINOMIAL_SUM, NORMAL_STD = ("bernoulli_p", "multinomial_p",
                                                            "multinomial_sum", "normal_std")
+BCE_INPUT = "bce_input"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
     ZERO_DIVISION: (RuntimeError, "ZeroDivisionError: integer division by zero in {ops}",
@@ -85,6 +86,8 @@ CHECK_ERRORS = {
                                     "(in {ops})", "InvalidDistribution"),
     NORMAL_STD: (RuntimeError, "normal expects all elements of std >= 0.0 (in {ops})",
                  "InvalidDistribution"),
+    BCE_INPUT: (RuntimeError, "all elements of input should be between 0 and 1 (in {ops})",
+                "InvalidInput"),
 }
 
 
@@ -107,8 +110,8 @@ def check_divisor(x, y) -> None:
 
 def check_values(bad, kind) -> None:
     """Flag any true element of `bad` as a `kind` error (CHECK_ERRORS) while a checked program is
-    traced: the distribution parameters eager rejects (a probability outside [0, 1], a negative
-    std), which XLA would sample from regardless."""
+    traced: values eager rejects (a probability outside [0, 1], a negative std, a
+    binary_cross_entropy input outside [0, 1]), which XLA would compute with regardless."""
     if INDEX_CHECKS is not None:
         INDEX_CHECKS.append((jnp.any(bad), kind))
 

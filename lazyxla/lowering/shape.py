@@ -11,7 +11,7 @@ from jax import lax
 from lazyxla.jaxenv import np_dtype
 from . import views
 from .exact_arith import Arith, linspace as exact_linspace
-from .registry import aten, register
+from .registry import aten, check_index, register
 
 
 def _norm(d, n):
@@ -284,6 +284,7 @@ register(aten.triu_indices.default, meta=True)(_tri_indices(np.triu_indices))
 def _search(seq, vals, right, sorter):
     side = "right" if right else "left"
     if sorter is not None:
+        check_index(sorter, seq.shape[-1], negative=False)
         seq = jnp.take_along_axis(seq, sorter, axis=-1)
     if seq.ndim == 1:
         return jnp.searchsorted(seq, vals, side=side)

@@ -143,8 +143,8 @@ def report_index_errors(block: bool = False) -> None:
     _unreported[:] = pending
     _raise_flagged(bad, "reported by lazyxla after the program ran: its out-of-range reads were "
                         "clamped, its out-of-range writes dropped, its integer divisions by zero "
-                        "gave -1 (remainders: the dividend), its invalid distributions were "
-                        "sampled regardless, and its results were kept; "
+                        "gave -1 (remainders: the dividend), the values eager rejects (a "
+                        "probability of 1.5) were used as they were, and its results were kept; "
                         "lazyxla.set_index_checks('strict') raises at the call instead")
 
 

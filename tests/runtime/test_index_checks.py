@@ -1,10 +1,10 @@
-"""Index tensors out of range, integer division by zero, and distribution parameters eager rejects
-(bernoulli's p outside [0, 1], multinomial's negative, infinite or all-zero probabilities, normal's
-negative std). An XLA program cannot raise: it clamps such reads, drops such writes, gives -1 for
-such quotients and samples regardless. By default ("deferred") the next
-read, sync or wait raises eager's error naming the op; with set_index_checks("strict") the sync,
-read or compiled call that runs the program raises, keeping none of its results; with "off"
-nothing is reported."""
+"""Index tensors out of range, integer division by zero, and values eager rejects: distribution
+parameters (bernoulli's p outside [0, 1], multinomial's negative, infinite or all-zero
+probabilities, normal's negative std), binary_cross_entropy inputs outside [0, 1]. An XLA program
+cannot raise: it clamps such reads, drops such writes, gives -1 for such quotients and computes
+with such values regardless. By default ("deferred") the next read, sync or wait raises eager's
+error naming the op; with set_index_checks("strict") the sync, read or compiled call that runs
+the program raises, keeping none of its results; with "off" nothing is reported."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,9 @@ CASES = {
     "index_put": lambda x, i: x.clone().index_put_((i,), torch.ones(2, device=x.device)),
     "index_add": lambda x, i: x.clone().index_add_(0, i, torch.ones(2, device=x.device)),
     "nll_loss": lambda x, i: F.nll_loss(x.view(1, 5).expand(2, 5), i.abs()),
+    "multi_margin_loss": lambda x, i: F.multi_margin_loss(x.view(1, 5).expand(2, 5), i),
+    "embedding_bag": lambda x, i: F.embedding_bag(i, x.view(5, 1),
+                                                  torch.tensor([0], device=x.device)).view(-1),
 }
 
 
@@ -52,7 +55,7 @@ def test_out_of_range_index_raises_index_error_naming_the_op(checks, fn):
     with pytest.raises((IndexError, RuntimeError)):
         fn(X, BAD)  # eager raises at the call
     pending = torch.ones(3, device=D) * 2
-    with pytest.raises(IndexError, match=r"index out of range in aten\."):
+    with pytest.raises(IndexError, match=r"index out of range in (aten\.|lazyxla::)"):
         fn(X.to(D), BAD.to(D)).cpu()
     lazyxla.sync()
     torch.testing.assert_close(pending.cpu(), torch.full((3,), 2.0))  # other work is not lost
@@ -98,7 +101,8 @@ def test_checks_are_deferred_by_default():
 @pytest.mark.parametrize("fn", CASES.values(), ids=CASES.keys())
 def test_deferred_the_read_after_the_program_raises_naming_the_op(fn):
     pending = torch.ones(3, device=D) * 2
-    with pytest.raises(IndexError, match=r"index out of range in aten\..*results were kept"):
+    with pytest.raises(IndexError,
+                       match=r"index out of range in (aten\.|lazyxla::).*results were kept"):
         fn(X.to(D), BAD.to(D)).cpu()
     torch.testing.assert_close(pending.cpu(), torch.full((3,), 2.0))  # reported once, then clear
     torch.testing.assert_close(fn(X.to(D), GOOD.to(D)).cpu(), fn(X, GOOD))
@@ -248,3 +252,39 @@ def test_invalid_distribution_under_torch_compile_is_reported():
     f(P.clamp(max=1).to(D)).cpu()
     with pytest.raises(RuntimeError, match=r"p_in >= 0 && p_in <= 1"):
         f(P.to(D)).cpu()
+
+
+def test_searchsorted_sorter_out_of_range_raises(checks):
+    seq, values = torch.tensor([3.0, 1.0, 2.0]), torch.tensor([1.5])
+    with pytest.raises(RuntimeError, match="sorter index out of range"):
+        torch.searchsorted(seq, values, sorter=torch.tensor([1, 2, 3]))
+    with pytest.raises(IndexError, match="index out of range in aten.searchsorted"):
+        torch.searchsorted(seq.to(D), values.to(D), sorter=torch.tensor([1, 2, 3], device=D)).cpu()
+    good = torch.tensor([1, 2, 0])
+    torch.testing.assert_close(torch.searchsorted(seq.to(D), values.to(D), sorter=good.to(D)).cpu(),
+                               torch.searchsorted(seq, values, sorter=good))
+
+
+@pytest.mark.parametrize("offsets,last", [([1, 2], False), ([0, 5], False), ([0, 2, 5], True)],
+                         ids=["first_not_0", "past_the_end", "last_past_the_end"])
+def test_embedding_bag_offsets_eager_rejects_raise(checks, offsets, last):
+    idx, w = torch.tensor([0, 1, 2, 3]), torch.ones(5, 2)
+    with pytest.raises(RuntimeError, match=r"offsets\[(0|-1)\]"):
+        F.embedding_bag(idx, w, torch.tensor(offsets), include_last_offset=last)
+    with pytest.raises(IndexError, match="index out of range in aten._embedding_bag"):
+        F.embedding_bag(idx.to(D), w.to(D), torch.tensor(offsets, device=D),
+                        include_last_offset=last).cpu()
+
+
+@pytest.mark.parametrize("x", [[0.5, 1.5], [-0.1, 0.5], [float("nan"), 0.5]],
+                         ids=["above_1", "below_0", "nan"])
+def test_binary_cross_entropy_input_outside_0_1_raises_eagers_error(x):
+    x, y = torch.tensor(x), torch.tensor([1.0, 0.0])
+    message = "all elements of input should be between 0 and 1"
+    with pytest.raises(RuntimeError, match=message):
+        F.binary_cross_entropy(x, y)
+    with pytest.raises(RuntimeError, match=message + ".*in aten.binary_cross_entropy"):
+        F.binary_cross_entropy(x.to(D), y.to(D)).cpu()
+    ok = torch.tensor([0.0, 1.0])  # the bounds themselves are valid (the log is clamped at -100)
+    torch.testing.assert_close(F.binary_cross_entropy(ok.to(D), y.to(D)).cpu(),
+                               F.binary_cross_entropy(ok, y))
