@@ -75,9 +75,9 @@ def set_index_checks(mode: bool | str = True) -> None:
     embedding, embedding_bag, nll_loss and multi_margin_loss targets, searchsorted's sorter),
     integer division by zero (//, %, fmod, div with a rounding mode) and values eager rejects
     (bernoulli's p outside [0, 1], multinomial's negative/inf/NaN probabilities or zero-sum rows,
-    normal's negative std tensor, binary_cross_entropy inputs outside [0, 1]): eager raises at the call, but an XLA program cannot raise. It clamps such
-    reads, drops such writes, gives -1 for such quotients and computes with such values
-    regardless, and with checks on reports them:
+    normal's negative std tensor, binary_cross_entropy inputs outside [0, 1]): eager raises at
+    the call, but an XLA program cannot raise. It clamps such reads, drops such writes, gives -1
+    for such quotients and computes with such values regardless, and with checks on reports them:
     - "deferred" (the default): each program returns a flag per index tensor, integer divisor
       and checked parameter, and the next read (`.cpu()`, `.item()`, ...), `sync()` or `wait()`
       after it has finished raises eager's error (IndexError, RuntimeError) naming the op.
