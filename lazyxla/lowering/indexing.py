@@ -17,7 +17,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .registry import aten, check_index, register
+from .registry import (MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE, SEGMENT_SUM, aten, check_index,
+                       check_values, register)
 
 
 def _norm(d, n):
@@ -263,6 +264,7 @@ def masked_scatter(x, mask, source):
     m = jnp.broadcast_to(mask.astype(bool), shape).reshape(-1)
     rank = jnp.cumsum(m.astype(jnp.int64)) - 1
     src = source.reshape(-1)
+    check_values(jnp.sum(m) > src.size, MASKED_SCATTER_SOURCE)
     if src.size == 0:
         return x
     vals = src[jnp.clip(rank, 0, src.size - 1)].astype(x.dtype)
@@ -344,6 +346,12 @@ def _segment_reduce(data, reduce, lengths, offsets, axis, initial):
 @register(aten.segment_reduce.default)
 def segment_reduce(data, reduce, lengths=None, indices=None, offsets=None, axis=0, unsafe=False,
                    initial=None):
+    # eager's checks of the segments (here, not in the helper the backward shares)
+    if lengths is not None and not unsafe:
+        check_values(lengths < 0, SEGMENT_NEGATIVE)
+        check_values(jnp.sum(lengths, axis=-1) != data.shape[_norm(axis, data.ndim)], SEGMENT_SUM)
+    elif offsets is not None:
+        check_values(jnp.diff(offsets, axis=-1) < 0, SEGMENT_NEGATIVE)
     return _segment_reduce(data, reduce, lengths, offsets, axis, initial)
 
 

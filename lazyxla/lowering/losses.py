@@ -264,6 +264,7 @@ def _multilabel(x, target, reduction):
 
 @register("lazyxla::multilabel_margin_loss_forward", meta=True)  # kernel: _zero_dim_none_kernel
 def multilabel_margin_loss_forward(x, target, reduction, _meta=None):
+    check_index(target + 1, (x.shape[-1] if x.ndim else 1) + 1, negative=False)  # in [-1, c)
     loss, is_target = _multilabel(x, target, reduction)
     return loss.reshape(_meta[0][0]), is_target
 

@@ -72,7 +72,8 @@ def set_index_checks_mode(mode: str) -> None:
 INDEX, ZERO_DIVISION = "index", "zero_division"
 BERNOULLI_P, MULTINOMIAL_P, MULTINOMIAL_SUM, NORMAL_STD = ("bernoulli_p", "multinomial_p",
                                                            "multinomial_sum", "normal_std")
-BCE_INPUT = "bce_input"
+BCE_INPUT, MASKED_SCATTER_SOURCE = "bce_input", "masked_scatter_source"
+SEGMENT_NEGATIVE, SEGMENT_SUM = "segment_negative", "segment_sum"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
     ZERO_DIVISION: (RuntimeError, "ZeroDivisionError: integer division by zero in {ops}",
@@ -88,6 +89,13 @@ CHECK_ERRORS = {
                  "InvalidDistribution"),
     BCE_INPUT: (RuntimeError, "all elements of input should be between 0 and 1 (in {ops})",
                 "InvalidInput"),
+    MASKED_SCATTER_SOURCE: (RuntimeError, "Number of elements of source < number of ones in mask "
+                                          "(in {ops})", "InvalidInput"),
+    SEGMENT_NEGATIVE: (RuntimeError, "segment_reduce(): a segment length is negative (in {ops})",
+                       "InvalidInput"),
+    SEGMENT_SUM: (RuntimeError, "segment_reduce(): Expected all rows of lengths along axis to sum "
+                                "to data.size(lengths.dim()-1) when !unsafe. (in {ops})",
+                  "InvalidInput"),
 }
 
 

@@ -288,3 +288,36 @@ def test_binary_cross_entropy_input_outside_0_1_raises_eagers_error(x):
     ok = torch.tensor([0.0, 1.0])  # the bounds themselves are valid (the log is clamped at -100)
     torch.testing.assert_close(F.binary_cross_entropy(ok.to(D), y.to(D)).cpu(),
                                F.binary_cross_entropy(ok, y))
+
+
+ONES = torch.ones(3)
+REJECTED = {  # (op, a value eager rejects, one it accepts, lazyxla's error and message)
+    "masked_scatter_short_source": (
+        lambda m: torch.zeros(3, device=m.device).masked_scatter_(m, ONES[:2].to(m.device)),
+        torch.tensor([True, True, True]), torch.tensor([True, False, True]),
+        RuntimeError, "Number of elements of source < number of ones in mask"),
+    "segment_lengths_sum": (
+        lambda n: torch.segment_reduce(ONES.to(n.device), "sum", lengths=n),
+        torch.tensor([2, 2]), torch.tensor([1, 2]), RuntimeError, "lengths along axis to sum"),
+    "segment_lengths_negative": (
+        lambda n: torch.segment_reduce(ONES.to(n.device), "sum", lengths=n),
+        torch.tensor([4, -1]), torch.tensor([3, 0]), RuntimeError, "segment length is negative"),
+    "segment_offsets_decreasing": (
+        lambda o: torch.segment_reduce(ONES.to(o.device), "max", offsets=o),
+        torch.tensor([0, 2, 1, 3]), torch.tensor([0, 1, 1, 3]), RuntimeError,
+        "segment length is negative"),
+    "multilabel_margin_target": (
+        lambda t: F.multilabel_margin_loss(torch.arange(3.0, device=t.device).view(1, 3), t),
+        torch.tensor([[0, 7, -1]]), torch.tensor([[2, -1, 1]]), IndexError,
+        "index out of range in lazyxla::multilabel_margin_loss"),
+}
+
+
+@pytest.mark.parametrize("case", REJECTED.values(), ids=REJECTED.keys())
+def test_values_eager_rejects_raise_and_values_it_accepts_match(case):
+    op, bad, good, error, message = case
+    with pytest.raises((RuntimeError, IndexError)):
+        op(bad)  # eager raises at the call
+    with pytest.raises(error, match=message):
+        op(bad.to(D)).cpu()
+    torch.testing.assert_close(op(good.to(D)).cpu(), op(good))
