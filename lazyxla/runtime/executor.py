@@ -128,10 +128,11 @@ _unreported: list = []
 
 
 def report_index_errors(block: bool = False) -> None:
-    """Deferred checks: raise eager's error (IndexError, ZeroDivisionError, an invalid
-    distribution's RuntimeError) if a program run since the last report read an index out of
-    range, divided an integer by zero or sampled with parameters eager rejects. Reads and syncs
-    look at the programs that have finished; wait() waits for all."""
+    """Deferred checks: raise eager's error (IndexError, ZeroDivisionError, the RuntimeError of a
+    rejected value) if a program run since the last report read an index out of range, divided
+    an integer by zero or computed with a value eager rejects (lowering/registry.py's
+    CHECK_ERRORS). Reads and syncs look at the programs that have finished; wait() waits for
+    all."""
     if not _unreported:
         return
     bad, pending = [], []
