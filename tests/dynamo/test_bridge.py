@@ -146,12 +146,16 @@ def test_a_cpu_scalar_moved_to_the_device_inside_the_graph_is_read_on_every_call
     assert (metrics.counter_value("DynamoExtractCompiledGraph") or 0) == 1
 
 
-def test_constant_scalars_are_put_on_the_device_once_and_cpu_scalars_read_every_call(fresh_metrics):
+def test_constant_scalars_are_put_on_the_device_once_and_cpu_scalars_read_every_call(
+        fresh_metrics, monkeypatch):
     """The graph's own Python scalars (0.25, 3.0: an optimizer's lr and betas) never change for a
     program: their packed vector is made once at extraction. A 0-dim CPU input's value (a step
     count) is read on every call, also where it shares its dtype's vector with constants."""
-    from lazyxla.dynamo.bridge import Bridge
-    import gc
+    import jax
+    from lazyxla.dynamo.matcher import InputMatcher
+    made, init = [], InputMatcher.__init__
+    monkeypatch.setattr(InputMatcher, "__init__",
+                        lambda self, *a, **k: (init(self, *a, **k), made.append(self))[0])
 
     def f(x, s):
         return x * 0.25 + 3.0, x * s.to(x.device, torch.float64) + 0.5
@@ -162,9 +166,7 @@ def test_constant_scalars_are_put_on_the_device_once_and_cpu_scalars_read_every_
         for got, want in zip(cf(xc.to(D), s), f(xc, s)):
             torch.testing.assert_close(got.cpu(), want)
     assert _count("DynamoExtractCompiledGraph") == 1
-    (matcher,) = [e.matcher for b in gc.get_objects() if type(b) is Bridge
-                  for e in b.programs.values() if e.matcher is not None]
-    import jax
+    (matcher,) = made
     prepared = [p for dt, p in matcher.packs if dt is None]  # the constants: 0.25, 3.0, 0.5
     assert len(prepared) == 1 and isinstance(prepared[0], jax.Array) and prepared[0].size == 3
     assert any(dt is not None for dt, _ in matcher.packs)  # the vector with the CPU scalar
