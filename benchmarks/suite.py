@@ -40,7 +40,8 @@ def _busy_cpu_seconds() -> float | None:
     """CPU seconds spent busy since boot by every process (/proc/stat); None where unreadable."""
     try:
         with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+            # user nice system idle iowait irq softirq steal
+            v = [int(x) for x in f.readline().split()[1:9]]
     except (OSError, ValueError):
         return None
     return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
