@@ -76,7 +76,7 @@ def set_index_checks(mode: bool | str = True) -> None:
     division by zero (//, %, fmod, div with a rounding mode) and values eager rejects
     (bernoulli's p outside [0, 1], multinomial's negative/inf/NaN probabilities or zero-sum rows,
     normal's negative std tensor, binary_cross_entropy inputs outside [0, 1], masked_scatter's
-    short source, segment_reduce's bad lengths): eager raises at
+    short source, segment_reduce's bad lengths, lu_solve's pivots outside [1, n]): eager raises at
     the call, but an XLA program cannot raise. It clamps such reads, drops such writes, gives -1
     for such quotients and computes with such values regardless, and with checks on reports them:
     - "deferred" (the default): each program returns a flag per index tensor, integer divisor

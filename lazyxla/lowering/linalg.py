@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
-from .registry import aten, register
+from .registry import LU_PIVOTS, aten, check_values, register
 
 _HI = lax.Precision.HIGHEST
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
@@ -258,6 +258,7 @@ def _lu_solve_left(lu, piv, b, adjoint):
 
 @register(aten.linalg_lu_solve.default)
 def linalg_lu_solve(lu, piv, b, left=True, adjoint=False):
+    check_values((piv < 1) | (piv > lu.shape[-2]), LU_PIVOTS)  # getrf's are 1-based, <= n
     if left:
         return _lu_solve_left(lu, piv, b, adjoint)
     # X A = B  <=>  A^H X^H = B^H ;  X A^H = B  <=>  A X^H = B^H

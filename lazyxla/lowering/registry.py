@@ -73,7 +73,7 @@ INDEX, ZERO_DIVISION = "index", "zero_division"
 BERNOULLI_P, MULTINOMIAL_P, MULTINOMIAL_SUM, NORMAL_STD = ("bernoulli_p", "multinomial_p",
                                                            "multinomial_sum", "normal_std")
 BCE_INPUT, MASKED_SCATTER_SOURCE = "bce_input", "masked_scatter_source"
-SEGMENT_NEGATIVE, SEGMENT_SUM = "segment_negative", "segment_sum"
+SEGMENT_NEGATIVE, SEGMENT_SUM, LU_PIVOTS = "segment_negative", "segment_sum", "lu_pivots"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
     ZERO_DIVISION: (RuntimeError, "ZeroDivisionError: integer division by zero in {ops}",
@@ -96,6 +96,9 @@ CHECK_ERRORS = {
     SEGMENT_SUM: (RuntimeError, "segment_reduce(): Expected all rows of lengths along axis to sum "
                                 "to data.size(lengths.dim()-1) when !unsafe. (in {ops})",
                   "InvalidInput"),
+    LU_PIVOTS: (RuntimeError, "Pivots given to lu_solve must all be between 1 and LU.size(-2). "
+                              "Did you properly pass the result of lu_factor? (in {ops})",
+                "InvalidInput"),
 }
 
 

@@ -306,6 +306,16 @@ REJECTED = {  # (op, a value eager rejects, one it accepts, lazyxla's error and 
         lambda o: torch.segment_reduce(ONES.to(o.device), "max", offsets=o),
         torch.tensor([0, 2, 1, 3]), torch.tensor([0, 1, 1, 3]), RuntimeError,
         "segment length is negative"),
+    "lu_solve_pivots": (
+        lambda p: torch.linalg.lu_solve(torch.eye(2, device=p.device), p,
+                                        torch.ones(2, 1, device=p.device)),
+        torch.tensor([3, 2], dtype=torch.int32), torch.tensor([2, 2], dtype=torch.int32),
+        RuntimeError, "Pivots given to lu_solve must all be between 1 and"),
+    "lu_solve_pivot_0": (
+        lambda p: torch.linalg.lu_solve(torch.eye(2, device=p.device), p,
+                                        torch.ones(2, 1, device=p.device), adjoint=True),
+        torch.tensor([0, 2], dtype=torch.int32), torch.tensor([1, 2], dtype=torch.int32),
+        RuntimeError, "Pivots given to lu_solve must all be between 1 and"),
     "multilabel_margin_target": (
         lambda t: F.multilabel_margin_loss(torch.arange(3.0, device=t.device).view(1, 3), t),
         torch.tensor([[0, 7, -1]]), torch.tensor([[2, -1, 1]]), IndexError,
