@@ -61,7 +61,7 @@ def structure(args) -> Structure:
 
 
 class InputMatcher:
-    __slots__ = ("plan", "array_plan", "packs", "tensor_positions", "arg_only", "lazy_positions",
+    __slots__ = ("array_plan", "packs", "tensor_positions", "lazy_positions",
                  "views", "shared", "distinct")
 
     def __init__(self, graph, args, start, cpu_sources=None, mutates=False):
@@ -88,7 +88,6 @@ class InputMatcher:
                 plan.append((CPU, cpu_args[id(source[1])]))
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
                 plan.append((CONST, p.data))
-        self.plan = plan
         # The executable's arguments (compiler.argument_layout): the array parameters, then one
         # vector per scalar dtype. A vector of constants only (the graph's Python scalars: lr,
         # betas) is packed and put on the device once, here, instead of on every call.
@@ -109,8 +108,6 @@ class InputMatcher:
         self.shared = tuple((j, j0) for j, _, j0 in traced if j0 != j)
         self.distinct = mutates
         self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
-        # The common case, every parameter a call argument: feed straight from those positions.
-        self.arg_only = tuple(j for _, j in plan) if all(k == ARG for k, _ in plan) else None
 
     def __call__(self, args) -> list:
         if self.views or self.shared or self.distinct:
@@ -120,15 +117,6 @@ class InputMatcher:
 
     def _feed(self, args, root_of) -> list:
         """The executable's arguments for this call."""
-        only = self.arg_only
-        if only is not None:  # (no scalar parameters: the arguments are the parameters)
-            feed = []
-            for j in only:
-                root = root_of(args[j].untyped_storage()._lazyxla)
-                if root.node.op is not _DATA:
-                    self.sync_inputs(args)
-                feed.append(root.node.data)
-            return feed
         feed = []
         for kind, v in self.array_plan:
             if kind == ARG:  # (inline: the common kind; the optimizer's step feeds dozens)
@@ -137,23 +125,11 @@ class InputMatcher:
                     self.sync_inputs(args)
                 feed.append(root.node.data)
             else:
-                feed.append(self._value(kind, v, args, root_of))
+                feed.append(_value(kind, v, args))
         for dt, items in self.packs:
             feed.append(items if dt is None else
-                        np.array([self._value(kind, v, args, root_of) for kind, v in items], dt))
+                        np.array([_value(kind, v, args) for kind, v in items], dt))
         return feed
-
-    def _value(self, kind, v, args, root_of):
-        if kind == ARG:
-            root = root_of(args[v].untyped_storage()._lazyxla)
-            if root.node.op is not _DATA:
-                self.sync_inputs(args)
-            return root.node.data
-        if kind == CONST:
-            return v
-        if kind == CPU:  # a 0-dim CPU tensor's current value
-            return args[v].item()
-        return rng.next_seed()
 
     def check_structure(self, args) -> None:
         states = {j: args[j].untyped_storage()._lazyxla for j in self.lazy_positions}
@@ -178,6 +154,15 @@ class InputMatcher:
             t0 = _now()
             executor.sync_buffers(pending)
             metrics.metric_add("DynamoSyncInputExecuteTime", _now() - t0)
+
+
+def _value(kind, v, args):
+    """A parameter that is not a tensor argument (those are read through their root buffers)."""
+    if kind == CONST:
+        return v
+    if kind == CPU:  # a 0-dim CPU tensor's current value
+        return args[v].item()
+    return rng.next_seed()
 
 
 def _root(state):
