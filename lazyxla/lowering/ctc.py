@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from .registry import aten, check_index, register
+from .registry import CTC_LENGTHS, aten, check_index, register
 
 _NEG = -jnp.inf
 
@@ -59,10 +59,10 @@ def _states(log_probs, targets, il, tl, blank, n_states):
     smax = (n_states - 1) // 2
     il, tl = _lengths(il), _lengths(tl)
     # lengths eager rejects (with index checks on; int[] lengths were checked by the meta kernel)
-    check_index(il, log_probs.shape[0] + 1, negative=False)
-    check_index(tl, targets.shape[-1] + 1, negative=False)
-    if targets.ndim == 1:
-        check_index(jnp.abs(jnp.sum(tl) - targets.shape[0]), 1)  # the lengths add up to targets'
+    check_index(il, log_probs.shape[0] + 1, negative=False, kind=CTC_LENGTHS)
+    check_index(tl, targets.shape[-1] + 1, negative=False, kind=CTC_LENGTHS)
+    if targets.ndim == 1:  # the lengths add up to targets'
+        check_index(jnp.abs(jnp.sum(tl) - targets.shape[0]), 1, kind=CTC_LENGTHS)
     if targets.ndim == 2:
         labels = targets[:, :smax]
     else:  # concatenated: sample b's labels start after the previous samples' target lengths

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .registry import aten, check_index, register
+from .registry import BAG_INDEX, BAG_OFFSETS, aten, check_index, register
 
 _SUM, _MEAN, _MAX = 0, 1, 2
 
@@ -19,8 +19,8 @@ def _bags(indices, offsets, include_last_offset, padding_idx):
     """(bag of each index, number of bags, mask of the indices that count)."""
     n_bags = offsets.shape[0] - (1 if include_last_offset else 0)
     if offsets.shape[0]:  # eager: the first offset is 0, none is past the input's end
-        check_index(offsets[0], 1, negative=False)
-        check_index(offsets[-1], indices.shape[0] + 1, negative=False)
+        check_index(offsets[0], 1, negative=False, kind=BAG_OFFSETS)
+        check_index(offsets[-1], indices.shape[0] + 1, negative=False, kind=BAG_OFFSETS)
     positions = jnp.arange(indices.shape[0])
     bag = jnp.searchsorted(offsets[:n_bags], positions, side="right") - 1
     keep = indices != padding_idx if padding_idx >= 0 else jnp.ones(indices.shape, bool)
@@ -29,7 +29,7 @@ def _bags(indices, offsets, include_last_offset, padding_idx):
 
 def _forward(weight, indices, offsets, scale_grad_by_freq=False, mode=_SUM, sparse=False,
              per_sample_weights=None, include_last_offset=False, padding_idx=-1):
-    check_index(indices, weight.shape[0], negative=False)
+    check_index(indices, weight.shape[0], negative=False, kind=BAG_INDEX)
     bag, n_bags, keep = _bags(indices, offsets, include_last_offset, padding_idx)
     rows = weight[indices]
     counts = jax.ops.segment_sum(keep.astype(jnp.int64), bag, n_bags)

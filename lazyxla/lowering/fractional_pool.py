@@ -22,6 +22,7 @@ from jax import lax
 
 from .exact_arith import Arith
 from .registry import aten, register
+from .unpool import plane_scatter
 
 
 def _host_alpha(ar: Arith, n, k, m):
@@ -97,15 +98,10 @@ def fractional_max_pool3d(x, kernel_size, output_size, random_samples):
 
 def _unpool(grad, x, indices, nd):
     """Each output gradient added at its in-plane index (indices outside the plane are dropped)."""
-    spatial = x.shape[-nd:]
     planes = math.prod(x.shape[:-nd])
-    n = math.prod(spatial)
     m = math.prod(grad.shape[-nd:])
-    g = grad.reshape(planes, m)
-    i = indices.reshape(planes, m)
-    i = jnp.where((i >= 0) & (i < n), i, n)
-    rows = jnp.broadcast_to(jnp.arange(planes)[:, None], i.shape)
-    out = jnp.zeros((planes, n), g.dtype).at[rows, i].add(g, mode="drop")
+    out = plane_scatter(grad.reshape(planes, m), indices.reshape(planes, m),
+                        math.prod(x.shape[-nd:]), how="add")
     return out.reshape(x.shape)
 
 

@@ -17,19 +17,20 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .registry import (MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE, SEGMENT_SUM, aten, check_index,
-                       check_values, register)
+from .registry import (INDEX, INDEX_BOUNDS, MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE, SEGMENT_SUM,
+                       aten, check_index, check_values, register)
 
 
 def _norm(d, n):
     return d + n if d < 0 else d
 
 
-def _wrap(i, n, negative=True):
+def _wrap(i, n, negative=True, kind=INDEX):
     """Negative indices count from the end, as in PyTorch (for ops where eager rejects them,
-    `negative=False`, they are out of range for the index checks but wrapped all the same)."""
+    `negative=False`, they are out of range for the index checks but wrapped all the same).
+    `kind`: the error eager raises for one out of range."""
     i = jnp.asarray(i)
-    check_index(i, n, negative)
+    check_index(i, n, negative, kind)
     if jnp.issubdtype(i.dtype, jnp.unsignedinteger):
         return i
     return jnp.where(i < 0, i + n, i)
@@ -135,11 +136,12 @@ def index_select(x, dim, index, _meta=None):
 
 
 def _coords(index, dim, n):
-    """Full coordinates for gather/scatter: iota in every dim but `dim`, the index there."""
+    """Full coordinates for gather/scatter: iota in every dim but `dim`, the index there (eager
+    rejects one out of range with a RuntimeError)."""
     out = []
     for d in range(index.ndim):
         if d == dim:
-            out.append(_wrap(index, n, False))
+            out.append(_wrap(index, n, False, INDEX_BOUNDS))
         else:
             out.append(jnp.broadcast_to(
                 jnp.arange(index.shape[d]).reshape([-1 if k == d else 1 for k in range(index.ndim)]),
@@ -222,17 +224,18 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
     return _scatter(base, dim, index, src, _REDUCE[reduce])
 
 
-def _along(x, dim, index, negative=False):
+def _along(x, dim, index, negative=False, kind=INDEX):
     dim = _norm(dim, max(x.ndim, 1))
-    i = _wrap(index.reshape(-1), x.shape[dim] if x.ndim else 1, negative)
+    i = _wrap(index.reshape(-1), x.shape[dim] if x.ndim else 1, negative, kind)
     return (slice(None),) * dim + (i,), dim
 
 
 @register(aten.index_add.default)
 def index_add(x, dim, index, source, alpha=1):
+    # eager's error for an index out of range: IndexError up to 1-d, RuntimeError above
+    idx, dim = _along(x, dim, index, kind=INDEX if x.ndim <= 1 else INDEX_BOUNDS)
     if x.ndim == 0:
         return x + (source * alpha).reshape(()).astype(x.dtype)
-    idx, dim = _along(x, dim, index)
     src = source if (isinstance(alpha, int) and alpha == 1) else source * alpha
     src = src.reshape(src.shape[:dim] + (index.size,) + src.shape[dim + 1:]) if src.ndim == x.ndim \
         else src.reshape(x.shape[:dim] + (index.size,) + x.shape[dim + 1:])
@@ -241,9 +244,9 @@ def index_add(x, dim, index, source, alpha=1):
 
 @register(aten.index_copy.default)
 def index_copy(x, dim, index, source):
+    idx, dim = _along(x, dim, index)
     if x.ndim == 0:
         return source.reshape(()).astype(x.dtype)
-    idx, dim = _along(x, dim, index)
     src = source.reshape(x.shape[:dim] + (index.size,) + x.shape[dim + 1:])
     return x.at[idx].set(src.astype(x.dtype), mode="drop")
 
@@ -251,9 +254,9 @@ def index_copy(x, dim, index, source):
 @register(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
 def index_fill(x, dim, index, value):
     value = jnp.asarray(value).reshape(()).astype(x.dtype)
+    idx, _ = _along(x, dim, index, negative=True)
     if x.ndim == 0:
         return jnp.where(index.size > 0, value, x)
-    idx, _ = _along(x, dim, index, negative=True)
     return x.at[idx].set(value, mode="drop")
 
 

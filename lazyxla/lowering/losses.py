@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 
 from .exact_arith import rounder
-from .registry import BCE_INPUT, aten, check_index, check_values, register
+from .registry import BCE_INPUT, TARGET_RANGE, aten, check_index, check_values, register
 
 
 def _reduce(x, reduction):
@@ -231,7 +231,7 @@ def _multi_margin(x, target, p, margin, weight, reduction):
 def multi_margin_loss(x, target, p=1, margin=1, weight=None, reduction=1, _meta=None):
     # (here, not in _multi_margin: the backward traces that under jax.vjp and eval_shape, where
     # a flag would belong to the wrong trace)
-    check_index(target, x.shape[-1] if x.ndim else 1, negative=False)
+    check_index(target, x.shape[-1] if x.ndim else 1, negative=False, kind=TARGET_RANGE)
     return _multi_margin(x, target, p, margin, weight, reduction).reshape(_meta[0][0])
 
 
@@ -264,7 +264,8 @@ def _multilabel(x, target, reduction):
 
 @register("lazyxla::multilabel_margin_loss_forward", meta=True)  # kernel: _zero_dim_none_kernel
 def multilabel_margin_loss_forward(x, target, reduction, _meta=None):
-    check_index(target + 1, (x.shape[-1] if x.ndim else 1) + 1, negative=False)  # in [-1, c)
+    check_index(target + 1, (x.shape[-1] if x.ndim else 1) + 1, negative=False,  # in [-1, c)
+                kind=TARGET_RANGE)
     loss, is_target = _multilabel(x, target, reduction)
     return loss.reshape(_meta[0][0]), is_target
 

@@ -74,8 +74,25 @@ BERNOULLI_P, MULTINOMIAL_P, MULTINOMIAL_SUM, NORMAL_STD = ("bernoulli_p", "multi
                                                            "multinomial_sum", "normal_std")
 BCE_INPUT, MASKED_SCATTER_SOURCE = "bce_input", "masked_scatter_source"
 SEGMENT_NEGATIVE, SEGMENT_SUM, LU_PIVOTS = "segment_negative", "segment_sum", "lu_pivots"
+# indices eager rejects with a RuntimeError, not an IndexError
+INDEX_BOUNDS, TARGET_RANGE, SORTER_RANGE = "index_bounds", "target_range", "sorter_range"
+BAG_INDEX, BAG_OFFSETS, CTC_LENGTHS = "bag_index", "bag_offsets", "ctc_lengths"
+UNPOOL_INDEX = "unpool_index"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
+    INDEX_BOUNDS: (RuntimeError, "index out of bounds in {ops}", "IndexOutOfRange"),
+    TARGET_RANGE: (RuntimeError, "target out of range in {ops}", "IndexOutOfRange"),
+    SORTER_RANGE: (RuntimeError, "torch.searchsorted(): sorter index out of range (in {ops})",
+                   "IndexOutOfRange"),
+    BAG_INDEX: (RuntimeError, "embedding_bag: an index of input is not in the valid range "
+                              "[0, num_embeddings) (in {ops})", "IndexOutOfRange"),
+    BAG_OFFSETS: (RuntimeError, "embedding_bag: offsets[0] has to be 0 and offsets[-1] can not be "
+                                "greater than input's length (in {ops})", "IndexOutOfRange"),
+    CTC_LENGTHS: (RuntimeError, "ctc_loss: input_lengths must be at most the input's length, "
+                                "target_lengths at most the targets' length (and, for "
+                                "concatenated targets, add up to it) (in {ops})", "IndexOutOfRange"),
+    UNPOOL_INDEX: (RuntimeError, "Found an invalid max index (outside its output plane, in {ops})",
+                   "IndexOutOfRange"),
     ZERO_DIVISION: (RuntimeError, "ZeroDivisionError: integer division by zero in {ops}",
                     "ZeroDivision"),
     BERNOULLI_P: (RuntimeError, "Expected p_in >= 0 && p_in <= 1 to be true, but got false "
@@ -102,14 +119,14 @@ CHECK_ERRORS = {
 }
 
 
-def check_index(i, n, negative=True) -> None:
+def check_index(i, n, negative=True, kind=INDEX) -> None:
     """Flag index values outside [-n, n) ([0, n) where PyTorch takes no negative index) while a
-    checked program is traced (else nothing)."""
+    checked program is traced (else nothing). `kind`: the error eager raises (CHECK_ERRORS)."""
     if INDEX_CHECKS is not None:
         out = i >= n
         if not jnp.issubdtype(i.dtype, jnp.unsignedinteger):
             out = out | (i < (-n if negative else 0))
-        INDEX_CHECKS.append((jnp.any(out), INDEX))
+        INDEX_CHECKS.append((jnp.any(out), kind))
 
 
 def check_divisor(x, y) -> None:

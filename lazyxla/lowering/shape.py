@@ -3,6 +3,8 @@ factories (arange, linspace, logspace, eye, tril/triu_indices) and sorted search
 bucketize). Output shapes and dtypes come from PyTorch's meta kernels (`_meta`)."""
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +13,7 @@ from jax import lax
 from lazyxla.jaxenv import np_dtype
 from . import views
 from .exact_arith import Arith, linspace as exact_linspace
-from .registry import aten, check_index, register
+from .registry import SORTER_RANGE, aten, check_index, register
 
 
 def _norm(d, n):
@@ -284,13 +286,14 @@ register(aten.triu_indices.default, meta=True)(_tri_indices(np.triu_indices))
 def _search(seq, vals, right, sorter):
     side = "right" if right else "left"
     if sorter is not None:
-        check_index(sorter, seq.shape[-1], negative=False)
+        check_index(sorter, seq.shape[-1], negative=False, kind=SORTER_RANGE)
         seq = jnp.take_along_axis(seq, sorter, axis=-1)
     if seq.ndim == 1:
         return jnp.searchsorted(seq, vals, side=side)
     lead = seq.shape[:-1]
-    s = seq.reshape((-1, seq.shape[-1]))
-    v = vals.reshape((s.shape[0], -1))
+    rows = math.prod(lead)  # (explicit sizes: a -1 cannot be inferred for empty inputs)
+    s = seq.reshape((rows, seq.shape[-1]))
+    v = vals.reshape((rows, math.prod(vals.shape[len(lead):])))
     out = jax.vmap(lambda a, b: jnp.searchsorted(a, b, side=side))(s, v)
     return out.reshape(lead + vals.shape[len(lead):])
 

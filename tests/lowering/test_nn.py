@@ -99,6 +99,25 @@ def test_max_pool1d_3d():
     check_grad(lambda x: F.max_pool3d(x, 2, ceil_mode=True), R(1, 2, 4, 5, 5))
 
 
+def test_max_unpool_round_trips_max_pool():
+    x = R(2, 3, 4, 6)
+    check(lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2), x)
+    check(lambda x: F.max_unpool1d(*F.max_pool1d(x, 2, return_indices=True), 2, output_size=[7]),
+          R(2, 3, 7))
+    check(lambda x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2), R(1, 2, 4, 4, 2))
+    check_grad(lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2), x)
+
+
+def test_max_unpool_index_outside_its_plane_is_an_error_not_another_channel():
+    """An index is a position within its own (batch, channel) plane. The decomposition wrote an
+    index past the plane into the next channel's plane silently; eager raises."""
+    x, i = torch.tensor([[[[1.0, 2.0]], [[3.0, 4.0]]]]), torch.tensor([[[[0, 9]], [[1, 2]]]])
+    with pytest.raises(RuntimeError, match="invalid max index"):
+        F.max_unpool2d(x, i, 2)
+    with pytest.raises(RuntimeError, match="invalid max index"):
+        F.max_unpool2d(x.to(lazyxla.device()), i.to(lazyxla.device()), 2).cpu()
+
+
 def test_max_pool_ties_pick_first():
     x = torch.zeros(1, 1, 4, 4)
     check(lambda x: F.max_pool2d(x, 2, return_indices=True), x)

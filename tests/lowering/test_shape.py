@@ -88,6 +88,13 @@ def test_search_and_grid():
     check(lambda s, v: torch.meshgrid(s, v[0], indexing="ij"), s, v)
 
 
+def test_searchsorted_of_empty_batched_sequences():
+    """A (0, 0) sequence with (0, 0) values (OpInfo's full sweep): the batched reshape of an empty
+    sequence raised ZeroDivisionError while lowering."""
+    check(lambda s, v: torch.searchsorted(s, v), torch.empty(0, 0), torch.empty(0, 0))
+    check(lambda s, v: torch.searchsorted(s, v), torch.empty(2, 0), torch.ones(2, 3))
+
+
 def test_replicate_pad_negative():
     # Cropping beyond the replicated border: every output reads the clamped input position.
     for x, pad in ((torch.randn(5, 3, 4, 4), (-4, 5, 0, 0)), (torch.randn(6, 2, 4, 4), (0, 0, 2, -4)),

@@ -28,7 +28,22 @@ CASES = {
     "multi_margin_loss": lambda x, i: F.multi_margin_loss(x.view(1, 5).expand(2, 5), i),
     "embedding_bag": lambda x, i: F.embedding_bag(i, x.view(5, 1),
                                                   torch.tensor([0], device=x.device)).view(-1),
+    "scatter_add": lambda x, i: x.clone().scatter_add_(0, i, torch.ones(2, device=x.device)),
+    "scatter_reduce": lambda x, i: x.clone().scatter_reduce_(0, i, torch.ones(2, device=x.device),
+                                                             "amax"),
+    "one_hot": lambda x, i: F.one_hot(i, 5).to(x.dtype),
+    # an index is within its own plane (batch, channel): 0 <= i < 4 here
+    "max_unpool": lambda x, i: F.max_unpool1d(x[:2].view(1, 1, 2), i.view(1, 1, 2), 2).view(-1),
 }
+
+
+def eager_error(fn, *args):
+    """The exception type eager raises for this call (it must raise)."""
+    try:
+        fn(*args)
+    except (IndexError, RuntimeError) as e:
+        return type(e)
+    raise AssertionError("eager accepted the call")
 
 
 def _mode(mode):
@@ -51,12 +66,12 @@ def unchecked():
 
 
 @pytest.mark.parametrize("fn", CASES.values(), ids=CASES.keys())
-def test_out_of_range_index_raises_index_error_naming_the_op(checks, fn):
-    with pytest.raises((IndexError, RuntimeError)):
-        fn(X, BAD)  # eager raises at the call
+def test_out_of_range_index_raises_eagers_error_type_naming_the_op(checks, fn):
+    error = eager_error(fn, X, BAD)  # eager raises at the call: IndexError or RuntimeError
     pending = torch.ones(3, device=D) * 2
-    with pytest.raises(IndexError, match=r"index out of range in (aten\.|lazyxla::)"):
+    with pytest.raises(error, match=r"in (aten\.|lazyxla::)") as raised:
         fn(X.to(D), BAD.to(D)).cpu()
+    assert type(raised.value) is error
     lazyxla.sync()
     torch.testing.assert_close(pending.cpu(), torch.full((3,), 2.0))  # other work is not lost
 
@@ -71,8 +86,8 @@ def test_negative_indices_are_out_of_range_exactly_where_eager_rejects_them(chec
     fn = CASES[name]
     try:
         expected = fn(X, NEGATIVE)
-    except (IndexError, RuntimeError):
-        with pytest.raises(IndexError, match="index out of range"):
+    except (IndexError, RuntimeError) as e:
+        with pytest.raises(type(e), match="out of (range|bounds)|invalid max index|not in the valid range"):
             fn(X.to(D), NEGATIVE.to(D)).cpu()
     else:
         torch.testing.assert_close(fn(X.to(D), NEGATIVE.to(D)).cpu(), expected)
@@ -101,8 +116,8 @@ def test_checks_are_deferred_by_default():
 @pytest.mark.parametrize("fn", CASES.values(), ids=CASES.keys())
 def test_deferred_the_read_after_the_program_raises_naming_the_op(fn):
     pending = torch.ones(3, device=D) * 2
-    with pytest.raises(IndexError,
-                       match=r"index out of range in (aten\.|lazyxla::).*results were kept"):
+    with pytest.raises(eager_error(fn, X, BAD),
+                       match=r"in (aten\.|lazyxla::).*results were kept"):
         fn(X.to(D), BAD.to(D)).cpu()
     torch.testing.assert_close(pending.cpu(), torch.full((3,), 2.0))  # reported once, then clear
     torch.testing.assert_close(fn(X.to(D), GOOD.to(D)).cpu(), fn(X, GOOD))
@@ -115,7 +130,7 @@ def test_deferred_sync_and_wait_report_what_ran_unread():
         lazyxla.sync(wait=True)
     assert out.cpu().tolist() == [2.0, 8.0]  # kept, clamped: the error was the report
     keep = torch.gather(x, 0, bad)
-    with pytest.raises(IndexError, match="aten.gather"):
+    with pytest.raises(RuntimeError, match="index out of bounds in aten.gather"):
         lazyxla.sync()  # reports it if its program has finished by then,
         lazyxla.wait()  # else this does
     lazyxla.wait()  # reported once
@@ -258,7 +273,7 @@ def test_searchsorted_sorter_out_of_range_raises(checks):
     seq, values = torch.tensor([3.0, 1.0, 2.0]), torch.tensor([1.5])
     with pytest.raises(RuntimeError, match="sorter index out of range"):
         torch.searchsorted(seq, values, sorter=torch.tensor([1, 2, 3]))
-    with pytest.raises(IndexError, match="index out of range in aten.searchsorted"):
+    with pytest.raises(RuntimeError, match="sorter index out of range .in aten.searchsorted"):
         torch.searchsorted(seq.to(D), values.to(D), sorter=torch.tensor([1, 2, 3], device=D)).cpu()
     good = torch.tensor([1, 2, 0])
     torch.testing.assert_close(torch.searchsorted(seq.to(D), values.to(D), sorter=good.to(D)).cpu(),
@@ -271,7 +286,7 @@ def test_embedding_bag_offsets_eager_rejects_raise(checks, offsets, last):
     idx, w = torch.tensor([0, 1, 2, 3]), torch.ones(5, 2)
     with pytest.raises(RuntimeError, match=r"offsets\[(0|-1)\]"):
         F.embedding_bag(idx, w, torch.tensor(offsets), include_last_offset=last)
-    with pytest.raises(IndexError, match="index out of range in aten._embedding_bag"):
+    with pytest.raises(RuntimeError, match=r"offsets\[0\] has to be 0.*in aten._embedding_bag"):
         F.embedding_bag(idx.to(D), w.to(D), torch.tensor(offsets, device=D),
                         include_last_offset=last).cpu()
 
@@ -291,6 +306,7 @@ def test_binary_cross_entropy_input_outside_0_1_raises_eagers_error(x):
 
 
 ONES = torch.ones(3)
+CTC_LOG_PROBS = torch.randn(6, 2, 4, generator=torch.Generator().manual_seed(0)).log_softmax(2)
 REJECTED = {  # (op, a value eager rejects, one it accepts, lazyxla's error and message)
     "masked_scatter_short_source": (
         lambda m: torch.zeros(3, device=m.device).masked_scatter_(m, ONES[:2].to(m.device)),
@@ -318,16 +334,39 @@ REJECTED = {  # (op, a value eager rejects, one it accepts, lazyxla's error and 
         RuntimeError, "Pivots given to lu_solve must all be between 1 and"),
     "multilabel_margin_target": (
         lambda t: F.multilabel_margin_loss(torch.arange(3.0, device=t.device).view(1, 3), t),
-        torch.tensor([[0, 7, -1]]), torch.tensor([[2, -1, 1]]), IndexError,
-        "index out of range in lazyxla::multilabel_margin_loss"),
+        torch.tensor([[0, 7, -1]]), torch.tensor([[2, -1, 1]]), RuntimeError,
+        "target out of range in lazyxla::multilabel_margin_loss"),
+    # a 0-dim tensor has one position along dim 0 (these computed with any index before)
+    "index_add_0d": (
+        lambda i: torch.zeros((), device=i.device).index_add(0, i, torch.ones((), device=i.device)),
+        torch.tensor([1]), torch.tensor([0]), IndexError, "index out of range in aten.index_add"),
+    "index_copy_0d": (
+        lambda i: torch.zeros((), device=i.device).index_copy(0, i, torch.ones((), device=i.device)),
+        torch.tensor([-1]), torch.tensor([0]), IndexError, "index out of range in aten.index_copy"),
+    "index_fill_0d": (
+        lambda i: torch.zeros((), device=i.device).index_fill(0, i, 1.0),
+        torch.tensor([1]), torch.tensor([-1]), IndexError, "index out of range in aten.index_fill"),
+    "index_add_2d": (
+        lambda i: torch.zeros(2, 3, device=i.device).index_add(0, i, torch.ones(1, 3, device=i.device)),
+        torch.tensor([2]), torch.tensor([1]), RuntimeError, "index out of bounds in aten.index_add"),
+    "embedding_bag_index": (
+        lambda i: F.embedding_bag(i, torch.ones(5, 2, device=i.device),
+                                  torch.tensor([0], device=i.device)),
+        torch.tensor([1, 5]), torch.tensor([1, 4]), RuntimeError,
+        r"not in the valid range \[0, num_embeddings\) .in aten._embedding_bag"),
+    "ctc_input_lengths": (
+        lambda n: F.ctc_loss(CTC_LOG_PROBS.to(n.device), torch.tensor([[1, 2], [1, 1]], device=n.device),
+                             n, torch.tensor([2, 2], device=n.device)),
+        torch.tensor([9, 6]), torch.tensor([5, 6]), RuntimeError,
+        "input_lengths must be at most the input's length"),
 }
 
 
 @pytest.mark.parametrize("case", REJECTED.values(), ids=REJECTED.keys())
 def test_values_eager_rejects_raise_and_values_it_accepts_match(case):
     op, bad, good, error, message = case
-    with pytest.raises((RuntimeError, IndexError)):
-        op(bad)  # eager raises at the call
-    with pytest.raises(error, match=message):
+    assert eager_error(op, bad) is error  # eager raises at the call
+    with pytest.raises(error, match=message) as raised:
         op(bad.to(D)).cpu()
+    assert type(raised.value) is error
     torch.testing.assert_close(op(good.to(D)).cpu(), op(good))
