@@ -130,6 +130,7 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
 def index_select(x, dim, index, _meta=None):
     (shape, _), = _meta
     if x.ndim == 0:  # PyTorch gives a 0-d result for a one-element index of a 0-d input
+        check_index(index, 1, negative=False)
         return jnp.broadcast_to(x, tuple(shape))
     dim = _norm(dim, x.ndim)
     return jnp.take(x, _wrap(index.reshape(-1), x.shape[dim], False), axis=dim, mode="clip").reshape(shape)
@@ -152,6 +153,7 @@ def _coords(index, dim, n):
 @register(aten.gather.default)
 def gather(x, dim, index, sparse_grad=False):
     if x.ndim == 0:
+        check_index(index, 1, negative=False, kind=INDEX_BOUNDS)
         return jnp.broadcast_to(x, index.shape)
     dim = _norm(dim, x.ndim)
     if index.ndim == 0:

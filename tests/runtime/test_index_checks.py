@@ -346,6 +346,12 @@ REJECTED = {  # (op, a value eager rejects, one it accepts, lazyxla's error and 
     "index_fill_0d": (
         lambda i: torch.zeros((), device=i.device).index_fill(0, i, 1.0),
         torch.tensor([1]), torch.tensor([-1]), IndexError, "index out of range in aten.index_fill"),
+    "index_select_0d": (
+        lambda i: torch.tensor(3.0, device=i.device).index_select(0, i),
+        torch.tensor([1]), torch.tensor([0]), IndexError, "index out of range in aten.index_select"),
+    "gather_0d": (
+        lambda i: torch.gather(torch.tensor(3.0, device=i.device), 0, i),
+        torch.tensor([-1]), torch.tensor([0]), RuntimeError, "index out of bounds in aten.gather"),
     "index_add_2d": (
         lambda i: torch.zeros(2, 3, device=i.device).index_add(0, i, torch.ones(1, 3, device=i.device)),
         torch.tensor([2]), torch.tensor([1]), RuntimeError, "index out of bounds in aten.index_add"),
