@@ -47,8 +47,9 @@ def device(index: int = 0) -> _torch.device:
 
 
 def sync(wait: bool = False) -> None:
-    """Execute all pending graphs (like torch_xla.sync() / xm.mark_step()). Raises IndexError if
-    a finished program read an index out of range (see set_index_checks)."""
+    """Execute all pending graphs (like torch_xla.sync() / xm.mark_step()). Raises eager's error
+    (IndexError, RuntimeError) if a finished program read an index out of range or used a value
+    eager rejects (see set_index_checks)."""
     _executor.sync_all()
     if wait:
         _executor.wait()

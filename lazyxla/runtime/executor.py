@@ -128,10 +128,9 @@ _unreported: list = []
 
 
 def report_index_errors(block: bool = False) -> None:
-    """Deferred checks: raise eager's error (IndexError, ZeroDivisionError, the RuntimeError of a
-    rejected value) if a program run since the last report read an index out of range, divided
-    an integer by zero or computed with a value eager rejects (lowering/registry.py's
-    CHECK_ERRORS). Reads and syncs look at the programs that have finished; wait() waits for
+    """Deferred checks: raise eager's error (for each kind, the exception eager raises:
+    lowering/registry.py's CHECK_ERRORS) if a program run since the last report read an index
+    out of range, divided an integer by zero or computed with a value eager rejects. Reads and syncs look at the programs that have finished; wait() waits for
     all."""
     if not _unreported:
         return
