@@ -130,8 +130,8 @@ _unreported: list = []
 def report_index_errors(block: bool = False) -> None:
     """Deferred checks: raise eager's error (for each kind, the exception eager raises:
     lowering/registry.py's CHECK_ERRORS) if a program run since the last report read an index
-    out of range, divided an integer by zero or computed with a value eager rejects. Reads and syncs look at the programs that have finished; wait() waits for
-    all."""
+    out of range, divided an integer by zero or computed with a value eager rejects. Reads and
+    syncs look at the programs that have finished; wait() waits for all."""
     if not _unreported:
         return
     bad, pending = [], []
