@@ -6,6 +6,8 @@ rows; elementwise differences otherwise. The backward formulas are PyTorch's, in
 where a distance is 0 (a p-norm has no gradient there)."""
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -69,7 +71,11 @@ def cdist_forward(x1, x2, p, compute_mode=None):
 
 @register(aten._cdist_backward.default)
 def cdist_backward(grad, x1, x2, p, dist):
-    # over the broadcast batch, as PyTorch's kernel (autograd sums it down to x1's shape)
+    # over the broadcast batch, as PyTorch's kernel (autograd sums it down to x1's shape); with
+    # no rows, no columns or an empty batch its kernel gives zeros of x1's own shape
+    batch = np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    if 0 in (x1.shape[-2], x2.shape[-2], x1.shape[-1], math.prod(batch)):
+        return jnp.zeros_like(x1)
     diff = x1[..., :, None, :] - x2[..., None, :, :]
     return jnp.sum(_norm_grad(diff, dist, grad, p), -2)
 

@@ -36,6 +36,13 @@ def test_cdist_broadcast_batch_and_zero_distance():
     check_grad(lambda a: torch.cdist(a, a.detach().clone()), A, atol=1e-4, rtol=1e-4)  # 0 there
 
 
+def test_cdist_grad_of_an_empty_batch_has_each_inputs_shape():
+    """x1 (0, 4, 5) against x2 (3, 5): PyTorch's backward kernel gives zeros of x2's own shape
+    for x2's gradient (the lowering gave the broadcast (0, 3, 5) and failed)."""
+    check_grad(lambda a, b: torch.cdist(a, b, p=0.0), torch.randn(0, 4, 5), torch.randn(3, 5))
+    check_grad(lambda a, b: torch.cdist(a, b), torch.randn(2, 0, 5), torch.randn(3, 5))
+
+
 @pytest.mark.parametrize("p", [0.5, 1.0, 2.0, 3.0, float("inf")])
 def test_pdist(p):
     x = torch.randn(5, 3)
