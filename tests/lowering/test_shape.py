@@ -50,6 +50,23 @@ def test_factories():
         torch.testing.assert_close(dev_fn(d).cpu(), dev_fn("cpu"))
 
 
+@pytest.mark.parametrize("start,end,steps,base,dtype", [
+    (0, 1.2, 2, 10.0, torch.int64),        # integers: start and end truncated first (10, not 15)
+    (-1.5, 2.7, 5, 2.0, torch.int32),
+    (1.2, 0.7, 4, 10.0, torch.uint8),       # the difference of small integers does not wrap
+    (1.5, 3, 1, 10.0, torch.int64),         # one step: base ** start, start not truncated
+    (0, 4, 4, 10.0, torch.bfloat16),        # exponents in double, not in the dtype
+    (1.2, 4, 3, 10.0, torch.float16),       # end - start rounded to the dtype (a tie, to even)
+    (0.1, 0.7, 33, 3.7, torch.float32),
+    (-2, 3, 6, -2.0, torch.float64),
+])
+def test_logspace_bit_exact_as_eagers_kernel(start, end, steps, base, dtype):
+    """PyTorch's CPU kernel casts start and end to the dtype, takes their difference there and
+    computes exponents and powers in double (OpInfo's full sweep: int64 gave 15 for 10)."""
+    got = torch.logspace(start, end, steps, base=base, dtype=dtype, device=lazyxla.device()).cpu()
+    assert torch.equal(got, torch.logspace(start, end, steps, base=base, dtype=dtype))
+
+
 LINSPACES = [(-3.3, 7.1, 50), (1e-3, 5, 100), (-59.201944810753204, -41.33766896673898, 242), (2, -5, 33),
              (float("inf"), 1, 3), (1e308, -1e308, 5), (0, float("nan"), 3)]
 
