@@ -70,6 +70,8 @@ def infer_keyed(op, key, args, kwargs):
     check = CHECKS.get(op)
     if check is not None:  # before the meta kernel, whose own checks may be cruder (a zero stride)
         check(*args, **kwargs)
+    for check in SIGNATURE_CHECKS:
+        check(op, args, kwargs)
     try:
         raw = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
         if op in OUTPUT_LAYOUTS:
@@ -128,6 +130,8 @@ def _layouts(raw, spec):
 # but its meta kernel lets through (lazyxla/lowering/checks.py). Run once per signature, so a check
 # reads only what the signature holds: shapes, dtypes and non-scalar arguments.
 CHECKS: dict = {}
+# fn(op, *args, **kwargs) run once per signature of every op (lowering/dtype_support.py)
+SIGNATURE_CHECKS: list = []
 # op -> fn(*args, **kwargs) run on every call (device/dispatch.py): checks of runtime scalar values,
 # which the signature does not hold (a fill value that overflows the dtype).
 VALUE_CHECKS: dict = {}
