@@ -37,11 +37,12 @@ _RUNS: dict = {}  # op -> whether its CPU kernel may be run on stand-ins
 def _runnable(op) -> bool:
     ok = _RUNS.get(op)
     if ok is None:
-        ns, name = op._schema.name.split("::")
+        schema = getattr(op, "_schema", None)
+        ns, name = schema.name.split("::") if schema is not None else ("", "")
         low = LOWERINGS.get(op)
         ok = _RUNS[op] = (ns == "aten" and op not in VIEWS and not (low is not None and low.random)
                           and not _RANDOM.search(name)
-                          and not any("Generator" in str(a.type) for a in op._schema.arguments))
+                          and not any("Generator" in str(a.type) for a in schema.arguments))
     return ok
 
 
@@ -65,17 +66,17 @@ def _one_element(x):
 
 def _is_dtype_error(e: Exception) -> bool:
     message = str(e)
-    if isinstance(e, NotImplementedError):
-        dtype_error = "not implemented for '" in message or "supported for complex" in message \
-            or "intended to support complex" in message
+    if isinstance(e, NotImplementedError):  # (not "Could not run ... on the 'CPU' backend")
+        dtype_error = ("not implemented for '" in message or "supported for complex" in message
+                       or "intended to support complex" in message)
     else:
         dtype_error = bool(_DTYPE_ERRORS.search(message))
-    return dtype_error and not _ALLOWED.search(message.split("but got")[-1] if "but got" in message
-                                                else message)
+    offending = message.split("but got")[-1]  # the dtypes the call gave, where the message says
+    return dtype_error and not _ALLOWED.search(offending)
 
 
 def check_dtype_support(op, args, kwargs) -> None:
-    tensors = [t for t in _tensors(list(args) + list(kwargs.values()))]
+    tensors = list(_tensors(list(args) + list(kwargs.values())))
     if not any(t.dtype not in _FLOATS for t in tensors) or not _runnable(op):
         return
     try:
@@ -84,9 +85,14 @@ def check_dtype_support(op, args, kwargs) -> None:
             op(*_one_element(args), **{k: _one_element(v) for k, v in kwargs.items()})
     except (NotImplementedError, RuntimeError) as e:
         if _is_dtype_error(e):
-            raise type(e)(str(e).split("\n")[0]) from None
+            raise type(e)(message_line(e)) from None
     except Exception:  # noqa: BLE001 - an error of the stand-ins, not of the call's dtypes
         pass
+
+
+def message_line(e: Exception) -> str:
+    """Eager's message without the C++ source location PyTorch appends on later lines."""
+    return str(e).split("\n")[0]
 
 
 SIGNATURE_CHECKS.append(check_dtype_support)
