@@ -6,7 +6,8 @@ float` all gave results where eager raises ("not implemented for 'ComplexFloat'"
 ... with a bool tensor is not supported"). Once per signature (ir/meta.py: SIGNATURE_CHECKS), a
 call with a complex, bool or integer tensor runs eager's CPU kernel on one-element zero stand-ins
 of its arguments, and an error of dtype support is raised as eager raised it. Other errors of the
-stand-ins (their shapes, their values) are not the call's and are ignored. Half and bfloat16 stay
+stand-ins (their shapes, their values) are not the call's and are ignored. Only ops whose kernels
+cannot be hurt by stand-ins run: elementwise ops, reductions, sorts and matrix products. Half and bfloat16 stay
 allowed where eager's CPU kernels lack them (accelerators compute them), and random ops are never
 run (they would draw from the CPU generator).
 """
@@ -34,6 +35,15 @@ _RANDOM = re.compile(r"rand|bernoulli|normal|dropout|multinomial|exponential|geo
 _RUNS: dict = {}  # op -> whether its CPU kernel may be run on stand-ins
 
 
+# Ops whose CPU kernels are safe on any one-element stand-ins: elementwise and reduction ops
+# (PyTorch's tags) and these. Others may trust their arguments to agree (ctc_loss's backward
+# reads memory by its lengths, and crashed the process on stand-ins).
+_SAFE = frozenset(("sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode",
+                   "cummax", "cummin", "mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "mv",
+                   "dot", "vdot", "trace", "_softmax", "_log_softmax"))
+_TAGS = (torch.Tag.pointwise, torch.Tag.reduction)
+
+
 def _runnable(op) -> bool:
     ok = _RUNS.get(op)
     if ok is None:
@@ -41,6 +51,7 @@ def _runnable(op) -> bool:
         ns, name = schema.name.split("::") if schema is not None else ("", "")
         low = LOWERINGS.get(op)
         ok = _RUNS[op] = (ns == "aten" and op not in VIEWS and not (low is not None and low.random)
+                          and (name.rstrip("_") in _SAFE or any(t in op.tags for t in _TAGS))
                           and not _RANDOM.search(name)
                           and not any("Generator" in str(a.type) for a in schema.arguments))
     return ok
