@@ -48,10 +48,14 @@ def _mutating_kernel(op):
         return None
     out_names = {arg_names[i] for i in positions if op._schema.arguments[i].is_out}
     inplace = not out_names
-    fnames = {a.name for a in fop._schema.arguments}
-    # (name, position, default): the dispatcher drops defaults the functional op may lack
+    fdefaults = {a.name: (a.has_default_value(), repr(a.default_value) if a.has_default_value()
+                          else None) for a in fop._schema.arguments}
+    # (name, position, default): the dispatcher drops defaults, which the functional op may lack
+    # or give another value (bernoulli_'s p); the same default is left to the functional op (an
+    # `alpha=1` passed on would be one more runtime scalar for every add_)
     defaults = [(a.name, i, a.default_value) for i, a in enumerate(op._schema.arguments)
-                if a.has_default_value() and a.name in fnames and a.name not in out_names]
+                if a.has_default_value() and a.name in fdefaults and a.name not in out_names
+                and fdefaults[a.name] != (True, repr(a.default_value))]
     returns = len(op._schema.returns)
     from lazyxla.ir import meta
     _write, _converted, _state_of = dispatch.write_resizing, dispatch.converted, buf.state_of

@@ -402,3 +402,21 @@ def test_grads_of_pointwise_ops():
                           + (a * 0.3).erfinv() + a.exp2() + (a * 0.4).acos() + (a * 0.4).atanh() + a.cosh()
                           + a.sinc() + a.square()), a, atol=1e-4, rtol=1e-4)
     assert not _no_fallbacks()
+
+
+def test_inplace_ops_leave_schema_defaults_to_the_functional_op():
+    """add_(b) records add(a, b): the functional op's own alpha=1 default, not alpha=1 passed on
+    as one more runtime scalar of the program (the in-place kernel used to pass every default)."""
+    from lazyxla.ir.buffer import state_of
+    d = lazyxla.device()
+    a, b = torch.ones(3, device=d), torch.ones(3, device=d)
+    lazyxla.sync()
+    a.add_(b)
+    node = state_of(a).node
+    while node.op.name != "aten.add.Tensor":  # (a write may wrap it in a cast)
+        node = node.inputs[0]
+    assert len(node.inputs) == 2 and node.attrs[1] == ()  # a and b; no alpha slot
+    a.add_(b, alpha=2)
+    torch.testing.assert_close(a.cpu(), torch.full((3,), 4.0))
+    p = torch.zeros(4, device=d).bernoulli_()  # bernoulli_'s p=0.5 default, which bernoulli lacks
+    assert set(p.cpu().tolist()) <= {0.0, 1.0}
