@@ -22,7 +22,7 @@ from jax import lax
 
 from .exact_arith import Arith
 from .registry import aten, register
-from .unpool import plane_scatter
+from .unpool import pool_grad
 
 
 def _host_alpha(ar: Arith, n, k, m):
@@ -96,23 +96,14 @@ def fractional_max_pool3d(x, kernel_size, output_size, random_samples):
     return _pool(x, kernel_size, output_size, random_samples, (0, 1, 2))
 
 
-def _unpool(grad, x, indices, nd):
-    """Each output gradient added at its in-plane index (indices outside the plane are dropped)."""
-    planes = math.prod(x.shape[:-nd])
-    m = math.prod(grad.shape[-nd:])
-    out = plane_scatter(grad.reshape(planes, m), indices.reshape(planes, m),
-                        math.prod(x.shape[-nd:]), how="add")
-    return out.reshape(x.shape)
-
-
 @register(aten.fractional_max_pool2d_backward.default)
 def fractional_max_pool2d_backward(grad, x, kernel_size, output_size, indices):
-    return _unpool(grad, x, indices, 2)
+    return pool_grad(grad, x, indices, 2)
 
 
 @register(aten.fractional_max_pool3d_backward.default)
 def fractional_max_pool3d_backward(grad, x, kernel_size, output_size, indices):
-    return _unpool(grad, x, indices, 3)
+    return pool_grad(grad, x, indices, 3)
 
 
 def _pool3d_backward_meta(grad, x, kernel_size, output_size, indices):

@@ -16,6 +16,7 @@ from lazyxla.ir import meta
 
 from .exact_arith import rounder
 from .registry import aten, check_index, register
+from .unpool import pool_grad
 
 HIGHEST = lax.Precision.HIGHEST
 
@@ -177,26 +178,14 @@ def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, 3)
 
 
-def _scatter_back(g, x, indices, nd):
-    """grad_input of a max-type pooling: scatter-add g at the flat spatial indices."""
-    lead = x.shape[:-nd]
-    b = int(np.prod(lead)) if lead else 1
-    per = int(np.prod(g.shape[len(lead):]))  # not -1: an empty batch has no size to infer
-    gf = g.reshape(b, per)
-    idx = indices.reshape(b, per)
-    out = jnp.zeros((b, int(np.prod(x.shape[-nd:]))), g.dtype)
-    out = out.at[jnp.arange(b)[:, None], idx].add(gf)
-    return out.reshape(x.shape)
-
-
 @register(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(g, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    return _scatter_back(g, x, indices, 2)
+    return pool_grad(g, x, indices, 2)
 
 
 @register(aten.max_pool3d_with_indices_backward.default)
 def max_pool3d_with_indices_backward(g, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    return _scatter_back(g, x, indices, 3)
+    return pool_grad(g, x, indices, 3)
 
 
 def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd):
@@ -374,12 +363,12 @@ def adaptive_max_pool3d(x, output_size):
 
 @register(aten.adaptive_max_pool2d_backward.default)
 def adaptive_max_pool2d_backward(g, x, indices):
-    return _scatter_back(g, x, indices, 2)
+    return pool_grad(g, x, indices, 2)
 
 
 @register(aten.adaptive_max_pool3d_backward.default)
 def adaptive_max_pool3d_backward(g, x, indices):
-    return _scatter_back(g, x, indices, 3)
+    return pool_grad(g, x, indices, 3)
 
 
 # ---------------------------------------------------------------- normalization

@@ -262,9 +262,9 @@ def logspace(start, end, steps, base=10.0, *args, _meta=None, **kwargs):
         exps = _linspace_values(start, end, steps, dtype)
         return jnp.power(jnp.asarray(base, dtype), exps)
     # PyTorch's CPU kernel: start and end cast to the dtype (1.2 -> 1 for integers), their
-    # difference taken in the dtype (a float one), exponents and powers in double, the result cast (truncated)
-    # to the dtype; one step: base ** start. (Half and bfloat16 convert from double through
-    # float, as c10's conversions do.)
+    # difference taken in a float dtype (C++ promotes small integers: no wrap-around), exponents
+    # and powers in double, the result cast (truncated) to the dtype; one step: base ** start.
+    # (Half and bfloat16 convert from double through float, as c10's conversions do.)
     via = jnp.float32 if dtype in (jnp.float16, jnp.bfloat16) else dtype
 
     def cast(v):
@@ -273,12 +273,9 @@ def logspace(start, end, steps, base=10.0, *args, _meta=None, **kwargs):
         exps = jnp.full((1,), start, jnp.float64)
     else:
         s, e = cast(start), cast(end)
-        if jnp.issubdtype(dtype, jnp.floating):  # (C++ promotes small integers: no wrap-around)
-            step = (e - s).astype(jnp.float64) / (steps - 1)
-            s, e = s.astype(jnp.float64), e.astype(jnp.float64)
-        else:
-            s, e = s.astype(jnp.float64), e.astype(jnp.float64)
-            step = (e - s) / (steps - 1)
+        diff = e - s if jnp.issubdtype(dtype, jnp.floating) else e.astype(jnp.float64) - s
+        step = diff.astype(jnp.float64) / (steps - 1)
+        s, e = s.astype(jnp.float64), e.astype(jnp.float64)
         i = jnp.arange(steps, dtype=jnp.float64)
         exps = jnp.where(i < steps // 2, s + step * i, e - step * (steps - 1 - i))
     return jnp.power(jnp.float64(base), exps).astype(via).astype(dtype)

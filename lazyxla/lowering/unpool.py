@@ -1,4 +1,5 @@
-"""Max unpooling (F.max_unpool1d/2d/3d) and the plane scatter it shares with pooling backwards.
+"""Max unpooling (F.max_unpool1d/2d/3d) and the plane scatter it shares with the backwards of
+max-type pooling (max_pool, fractional_max_pool).
 
 An index is a flat position within its own plane (one batch element and channel). PyTorch's
 decomposition adds the plane's offset and scatters into the whole flattened output, so an index
@@ -21,6 +22,15 @@ def plane_scatter(values, indices, plane_size, how="set"):
     rows = jnp.broadcast_to(jnp.arange(values.shape[0])[:, None], i.shape)
     ref = jnp.zeros((values.shape[0], plane_size), values.dtype).at[rows, i]
     return ref.set(values, mode="drop") if how == "set" else ref.add(values, mode="drop")
+
+
+def pool_grad(grad, x, indices, nd):
+    """grad_input of a max-type pooling: each output gradient added at its in-plane index."""
+    planes = math.prod(x.shape[:-nd])
+    m = math.prod(grad.shape[-nd:])
+    out = plane_scatter(grad.reshape(planes, m), indices.reshape(planes, m),
+                        math.prod(x.shape[-nd:]), how="add")
+    return out.reshape(x.shape)
 
 
 def _max_unpool(x, indices, output_size, nd):
