@@ -147,6 +147,7 @@ def decompose(op, args, kwargs):
         active = _active.ops = set()
     if op in active:
         return NotImplemented
+    meta.check_signature(op, args, kwargs)  # eager's dtype errors (floor_divide of complex)
     active.add(op)
     try:
         metrics.counter_inc(f"lazyxla::decomposed::{op}")

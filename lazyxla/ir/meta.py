@@ -126,6 +126,37 @@ def _layouts(raw, spec):
     return None
 
 
+def check_signature(op, args, kwargs) -> None:
+    """SIGNATURE_CHECKS for an op that is decomposed, not lowered (it has no meta cache of its
+    own): once per op, tensor dtypes and shapes, and other arguments."""
+    key = (op, _signature(args), _signature(kwargs))
+    try:
+        if key in _CHECKED:
+            return
+    except TypeError:  # an unhashable argument: check every call
+        key = None
+    for check in SIGNATURE_CHECKS:
+        check(op, args, kwargs)
+    if key is not None:
+        if len(_CHECKED) > _CHECKED_MAX:  # (many shapes: dynamic lengths)
+            _CHECKED.clear()
+        _CHECKED.add(key)
+
+
+def _signature(x):
+    if isinstance(x, torch.Tensor):
+        return (x.dtype, tuple(x.shape))
+    if isinstance(x, (list, tuple)):
+        return tuple(_signature(v) for v in x)
+    if isinstance(x, dict):
+        return tuple((k, _signature(v)) for k, v in x.items())
+    return x
+
+
+_CHECKED: set = set()
+_CHECKED_MAX = 1 << 14
+
+
 # op -> fn(*args, **kwargs) raising eager's error for arguments that PyTorch's CPU kernel rejects
 # but its meta kernel lets through (lazyxla/lowering/checks.py). Run once per signature, so a check
 # reads only what the signature holds: shapes, dtypes and non-scalar arguments.

@@ -3,13 +3,17 @@
 Meta kernels infer shapes for any dtype, and XLA computes with most: `complex < 1`, `sort` or
 `maximum` of complex tensors, `abs`/`mm`/`conv` of bools, `gelu` or `floor` of integers, `bool -
 float` all gave results where eager raises ("not implemented for 'ComplexFloat'", "Subtraction
-... with a bool tensor is not supported"). Once per signature (ir/meta.py: SIGNATURE_CHECKS), a
-call with a complex, bool or integer tensor runs eager's CPU kernel on one-element zero stand-ins
-of its arguments, and an error of dtype support is raised as eager raised it. Other errors of the
-stand-ins (their shapes, their values) are not the call's and are ignored. Only ops whose kernels
-cannot be hurt by stand-ins run: elementwise ops, reductions, sorts and matrix products. Half and bfloat16 stay
-allowed where eager's CPU kernels lack them (accelerators compute them), and random ops are never
-run (they would draw from the CPU generator).
+... with a bool tensor is not supported"); bitwise ops, shifts and gcd of floats failed only when
+the program compiled. Once per signature (ir/meta.py: SIGNATURE_CHECKS; for a decomposed op,
+meta.check_signature), a call runs eager's CPU kernel on zero stand-ins of its arguments, and an
+error of dtype support is raised as eager raised it. Other errors of the stand-ins (their shapes,
+their values) are not the call's and are ignored. Elementwise ops, reductions, sorts and matrix
+products run on one-element stand-ins. Ops whose kernels need their shapes to agree
+(convolutions, pools, norms, losses, grid_sample, topk) run on zeros of the call's own shapes, when
+their input is complex, bool or integer and the call is small. Other ops never run: their kernels
+may trust values to agree with shapes. Half and bfloat16 stay allowed where eager's CPU kernels
+lack only them (accelerators compute them; the probe runs again in float32 to tell), and random
+ops are never run (they would draw from the CPU generator).
 """
 from __future__ import annotations
 
@@ -21,7 +25,6 @@ import torch
 from lazyxla.ir.meta import SIGNATURE_CHECKS
 from .registry import LOWERINGS, VIEWS
 
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 # RuntimeErrors some CPU kernels raise for a dtype they lack (NotImplementedErrors name it too)
 _DTYPE_ERRORS = re.compile(
     r"not (yet )?implemented for complex|does not support (complex|bool)|not supported for "
@@ -32,29 +35,58 @@ _DTYPE_ERRORS = re.compile(
 _ALLOWED = re.compile(r"'(Half|BFloat16|Float8\w*)'|\b(Half|BFloat16)\b")
 _RANDOM = re.compile(r"rand|bernoulli|normal|dropout|multinomial|exponential|geometric|cauchy|"
                      r"uniform|poisson|rrelu")
-_RUNS: dict = {}  # op -> whether its CPU kernel may be run on stand-ins
+_RUNS: dict = {}  # op -> how its CPU kernel may be run on stand-ins: _ONE, _SHAPED or None
+_ONE, _SHAPED = "one element", "shaped"
 
 
 # Ops whose CPU kernels are safe on any one-element stand-ins: elementwise and reduction ops
-# (PyTorch's tags) and these. Others may trust their arguments to agree (ctc_loss's backward
-# reads memory by its lengths, and crashed the process on stand-ins).
-_SAFE = frozenset(("sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode",
-                   "cummax", "cummin", "mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "mv",
-                   "dot", "vdot", "trace", "_softmax", "_log_softmax"))
+# (PyTorch's tags) and these.
+_SAFE = frozenset(("sort", "argsort", "msort", "median", "nanmedian", "mode", "cummax", "cummin",
+                   "mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "mv", "dot", "vdot",
+                   "trace", "_softmax", "_log_softmax", "floor_divide", "complex", "polar"))
+# Ops whose kernels need their arguments' shapes to agree (a kernel size, k, a target per row)
+# run on zeros of the call's own shapes, and only for a complex, bool or integer input (their
+# first tensor: an integer target or index is theirs by design). Zeros are valid indices and
+# targets. Named one by one: other kernels may trust values to agree with shapes (ctc_loss's
+# backward reads memory by its lengths, and crashed the process on stand-ins).
+_SHAPED_OPS = frozenset((
+    "convolution", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "_batch_norm_with_update", "native_group_norm",
+    "native_layer_norm", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "avg_pool2d", "avg_pool3d", "max_pool2d_with_indices",
+    "max_pool3d_with_indices", "max_pool2d_with_indices_backward", "max_unpool2d", "max_unpool3d",
+    "fractional_max_pool2d", "fractional_max_pool3d", "reflection_pad1d", "reflection_pad2d",
+    "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d", "im2col",
+    "col2im", "glu", "_prelu_kernel", "hardswish", "log_sigmoid_forward", "grid_sampler_2d",
+    "grid_sampler_3d", "mse_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "nll_loss_forward",
+    "nll_loss2d_forward", "multi_margin_loss", "multilabel_margin_loss_forward", "index_reduce",
+    "scatter_reduce", "histc", "bucketize", "searchsorted", "topk", "kthvalue",
+    "cumsum", "cumprod", "logcumsumexp", "signbit", "linalg_cross", "linalg_lu",
+    "linalg_lu_factor_ex", "triangular_solve", "linalg_solve_triangular"))
+# functional forms without a CPU kernel: probed as the op they stand for (its writes go to the
+# stand-ins)
+_PROBED_AS = {torch.ops.aten._native_batch_norm_legit_functional.default:
+              torch.ops.aten._native_batch_norm_legit.default}
+# a shaped probe allocates the call's tensors on the CPU: larger calls are not probed
+_SHAPED_LIMIT = 1 << 20
 _TAGS = (torch.Tag.pointwise, torch.Tag.reduction)
 
 
-def _runnable(op) -> bool:
-    ok = _RUNS.get(op)
-    if ok is None:
+def _how(op):
+    how = _RUNS.get(op, False)
+    if how is False:
         schema = getattr(op, "_schema", None)
         ns, name = schema.name.split("::") if schema is not None else ("", "")
         low = LOWERINGS.get(op)
-        ok = _RUNS[op] = (ns == "aten" and op not in VIEWS and not (low is not None and low.random)
-                          and (name.rstrip("_") in _SAFE or any(t in op.tags for t in _TAGS))
-                          and not _RANDOM.search(name)
-                          and not any("Generator" in str(a.type) for a in schema.arguments))
-    return ok
+        name = _PROBED_AS[op].__name__.split(".")[0] if op in _PROBED_AS else name.rstrip("_")
+        runnable = (ns == "aten" and op not in VIEWS and not (low is not None and low.random)
+                    and not _RANDOM.search(name)
+                    and not any("Generator" in str(a.type) for a in schema.arguments))
+        how = _RUNS[op] = None if not runnable else (
+            _SHAPED if name in _SHAPED_OPS else
+            _ONE if name in _SAFE or any(t in op.tags for t in _TAGS) else None)
+    return how
 
 
 def _tensors(x):
@@ -65,40 +97,73 @@ def _tensors(x):
             yield from _tensors(v)
 
 
-def _one_element(x):
+def _stand_ins(x, shaped):
     if isinstance(x, torch.Tensor):
-        return torch.zeros((1,) * x.dim(), dtype=x.dtype)
+        return torch.zeros(x.shape if shaped else (1,) * x.dim(), dtype=x.dtype)
     if isinstance(x, (list, tuple)):
-        return type(x)(_one_element(v) for v in x)
+        return type(x)(_stand_ins(v, shaped) for v in x)
     if isinstance(x, torch.device) and x.type == "lazyxla":
         return torch.device("cpu")
     return x
 
 
-def _is_dtype_error(e: Exception) -> bool:
+_HALVES = (torch.float16, torch.bfloat16)
+_NOT_DTYPE, _DTYPE, _HALF = 0, 1, 2  # what a stand-in's error says of the call's dtypes
+
+
+def _dtype_error(e: Exception) -> int:
     message = str(e)
     if isinstance(e, NotImplementedError):  # (not "Could not run ... on the 'CPU' backend")
         dtype_error = ("not implemented for '" in message or "supported for complex" in message
+                       or "implemented for complex" in message
                        or "intended to support complex" in message)
     else:
         dtype_error = bool(_DTYPE_ERRORS.search(message))
     offending = message.split("but got")[-1]  # the dtypes the call gave, where the message says
-    return dtype_error and not _ALLOWED.search(offending)
+    return _NOT_DTYPE if not dtype_error else _HALF if _ALLOWED.search(offending) else _DTYPE
 
 
-def check_dtype_support(op, args, kwargs) -> None:
-    tensors = list(_tensors(list(args) + list(kwargs.values())))
-    if not any(t.dtype not in _FLOATS for t in tensors) or not _runnable(op):
-        return
+def _run(op, args, kwargs, shaped, halves_as=None) -> int:
+    def stand_in(x):
+        x = _stand_ins(x, shaped)
+        if halves_as is not None:
+            x = _map_tensors(x, lambda t: t.to(halves_as) if t.dtype in _HALVES else t)
+        return x
     try:
         with warnings.catch_warnings():  # the call itself warns as eager does, once
             warnings.simplefilter("ignore")
-            op(*_one_element(args), **{k: _one_element(v) for k, v in kwargs.items()})
+            _PROBED_AS.get(op, op)(*stand_in(args), **{k: stand_in(v) for k, v in kwargs.items()})
     except (NotImplementedError, RuntimeError) as e:
-        if _is_dtype_error(e):
+        kind = _dtype_error(e)
+        if kind == _DTYPE or (kind == _HALF and halves_as is None
+                              and _run(op, args, kwargs, shaped, torch.float32) != _NOT_DTYPE):
+            # (a half-only gap of the CPU's is allowed; one float32 shares is eager's error)
             raise type(e)(message_line(e)) from None
+        return kind
     except Exception:  # noqa: BLE001 - an error of the stand-ins, not of the call's dtypes
         pass
+    return _NOT_DTYPE
+
+
+def _map_tensors(x, fn):
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_tensors(v, fn) for v in x)
+    return x
+
+
+def check_dtype_support(op, args, kwargs) -> None:
+    how = _how(op)
+    if how is None:
+        return
+    tensors = list(_tensors(list(args) + list(kwargs.values())))
+    if not tensors:
+        return
+    if how is _SHAPED and (tensors[0].dtype.is_floating_point
+                           or sum(t.numel() for t in tensors) > _SHAPED_LIMIT):
+        return
+    _run(op, args, kwargs, how is _SHAPED)
 
 
 def message_line(e: Exception) -> str:
