@@ -82,7 +82,9 @@ def type_name(dtype: torch.dtype) -> str:
     """PyTorch's name for a dtype in its error messages (Float, Long, ...)."""
     return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
             torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
-            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
+            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool",
+            torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+            torch.complex32: "ComplexHalf"}.get(dtype, str(dtype))
 
 
 def torch_dtype(dtype) -> torch.dtype:

@@ -82,6 +82,18 @@ check(*_ops("normal", "normal_functional", "randn", "randn_like"))(_random_float
 check(*_ops("uniform", "rand", "rand_like"))(_random_floating("check_uniform_bounds"))
 
 
+def _random_dtypes(kernel, allowed):
+    def fn(x, *args, **kwargs):
+        if not allowed(x.dtype):
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(x.dtype)}\'')
+    return fn
+
+
+check(*_ops("log_normal", "log_normal_"))(_random_dtypes("log_normal_cpu", lambda t: t.is_floating_point))
+check(*_ops("geometric", "geometric_"))(_random_dtypes("geometric_cpu",
+                                         lambda t: t is not torch.bool and not t.is_complex))
+
+
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.uint8, torch.bool)
 
 

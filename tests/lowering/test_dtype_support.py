@@ -77,6 +77,10 @@ REJECTED.update({
     # decomposed ops (no lowering of their own): checked once per signature too
     "floor_divide_complex": lambda d: torch.floor_divide(_of(CF, 3)(d), 2),
     "unfold_long": lambda d: F.unfold(_of(L, 1, 1, 4, 4)(d), 2),
+    # random ops never run on stand-ins: their own checks
+    "geometric_bool": lambda d: _of(BO, 3)(d).geometric_(0.5),
+    "geometric_complex": lambda d: _of(CF, 3)(d).geometric_(0.5),
+    "log_normal_long": lambda d: _of(L, 3)(d).log_normal_(),
 })
 
 
