@@ -71,6 +71,7 @@ REJECTED.update({
                                                             _of(L, 3)(d), training=True),
     "logcumsumexp_long": lambda d: torch.logcumsumexp(_of(L, 3)(d), 0),
     "lu_factor_long": lambda d: torch.linalg.lu_factor(_of(L, 3, 3)(d)),
+    "soft_margin_loss_long": lambda d: F.soft_margin_loss(_of(L, 4)(d), _of(L, 4)(d)),
     "bce_with_logits_bool": lambda d: F.binary_cross_entropy_with_logits(_of(BO, 3)(d), _of(BO, 3)(d)),
     "cross_bool": lambda d: torch.linalg.cross(_of(BO, 3)(d), _of(BO, 3)(d)),
     "complex_of_longs": lambda d: torch.complex(_of(L, 3)(d), _of(L, 3)(d)),
