@@ -74,8 +74,8 @@ def infer_keyed(op, key, args, kwargs):
         check(op, args, kwargs)
     try:
         raw = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
-        if op in OUTPUT_LAYOUTS:
-            raw = OUTPUT_LAYOUTS[op](raw, *args, **kwargs)
+        if op in OUTPUT_FIXES:
+            raw = OUTPUT_FIXES[op](raw, *args, **kwargs)
         out = _spec(raw)
     except Exception:
         _check_empty_inputs(op, args, kwargs)  # eager's error where it has its own
@@ -166,9 +166,9 @@ SIGNATURE_CHECKS: list = []
 # op -> fn(*args, **kwargs) run on every call (device/dispatch.py): checks of runtime scalar values,
 # which the signature does not hold (a fill value that overflows the dtype).
 VALUE_CHECKS: dict = {}
-# op -> fn(meta output, *args, **kwargs) -> the output with eager's strides, where the meta kernel
-# gives other ones than eager's kernels do (a convolution of a channels-last input).
-OUTPUT_LAYOUTS: dict = {}
+# op -> fn(meta output, *args, **kwargs) -> the output as eager's kernels give it, where the meta
+# kernel's differs: its strides (a convolution of a channels-last input), its dtype (pow of bools).
+OUTPUT_FIXES: dict = {}
 
 _SMALL = 4096
 

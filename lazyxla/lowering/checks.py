@@ -409,3 +409,22 @@ def _range_ends(op):
 
 for _op in (aten.linspace.default, aten.logspace.default):
     check(_op)(_range_ends(_op))
+
+
+@check(*_ops("heaviside"))
+def _heaviside(x, values, *args, **kwargs):
+    if x.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+
+
+@check(aten.complex.default, aten.polar.default)
+def _complex_parts(a, b):
+    """A complex tensor from two real ones: half, float or double, both the same (the meta kernel
+    promotes them, and makes complex64 of two bfloat16 tensors)."""
+    real = (torch.float16, torch.float32, torch.float64)
+    if a.dtype not in real or b.dtype not in real:
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
+                           f"{type_name(a.dtype)} and {type_name(b.dtype)}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"Expected object of scalar type {type_name(a.dtype)} but got scalar "
+                           f"type {type_name(b.dtype)} for second argument")

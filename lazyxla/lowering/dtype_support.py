@@ -31,7 +31,7 @@ _DTYPE_ERRORS = re.compile(
     r"complex|inputs not supported for|with (a|two) bool tensors? is not supported|Expected both "
     r"inputs to be Half, Float or Double tensors but got (?!Half|BFloat16|Float|Double)|Integer "
     r"division with addcdiv is no longer supported|to be non-complex|result type \w+ can't be "
-    r"cast to the desired output type")
+    r"cast to the desired output type|cannot be converted to type \w+ without overflow")
 # an op may lack these on the CPU only: lazyxla keeps computing them
 _ALLOWED = re.compile(r"'(Half|BFloat16|Float8\w*)'|\b(Half|BFloat16)\b")
 _RANDOM = re.compile(r"rand|bernoulli|normal|dropout|multinomial|exponential|geometric|cauchy|"

@@ -101,7 +101,7 @@ def _conv_output_layout(out, x, w, *args):
     return out
 
 
-meta.OUTPUT_LAYOUTS[aten.convolution.default] = _conv_output_layout
+meta.OUTPUT_FIXES[aten.convolution.default] = _conv_output_layout
 
 
 @register(aten.convolution_backward.default)

@@ -18,8 +18,10 @@ import jax
 import jax.scipy.special  # noqa: F401
 import jax.numpy as jnp
 import numpy as np
+import torch
 from jax import lax
 
+from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
 from .exact_arith import rounder
 from .registry import aten, check_divisor, register
@@ -476,6 +478,15 @@ def pow_tensor_scalar(x, y, _meta):
     # PyTorch's CPU kernel takes sqrt/rsqrt for exponents +-0.5: pow(-inf, 0.5) is NaN there.
     x, y = compute(_meta, x, y)
     return jnp.where(y == 0.5, jnp.sqrt(x), jnp.where(y == -0.5, lax.rsqrt(x), out))
+
+
+def _bool_pow_dtype(out, x, y):
+    """A bool tensor to a bool power stays bool on the CPU (True ** False is True); PyTorch's meta
+    kernel says int64, as for an int exponent."""
+    return out.to(torch.bool) if x.dtype is torch.bool and type(y) is bool else out
+
+
+meta.OUTPUT_FIXES[aten.pow.Tensor_Scalar] = _bool_pow_dtype
 
 
 @register(aten.atan2.default, meta=True)

@@ -85,6 +85,14 @@ BAD = {
     "multinomial_zero_samples": lambda d: torch.multinomial(X.abs().to(d), 0),
     "multinomial_3d": lambda d: torch.multinomial(X.abs()[None].to(d), 1),
     "multinomial_long": lambda d: torch.multinomial(I.to(d), 1),
+    # mixed dtypes (a differential fuzz of 42 binary ops over 11 dtypes found them computed)
+    "heaviside_float_double": lambda d: torch.heaviside(X.to(d), X.double().to(d)),
+    "heaviside_float_0dim_long": lambda d: torch.heaviside(X.to(d), torch.tensor(1).to(d)),
+    "complex_float_double": lambda d: torch.complex(X.to(d), X.double().to(d)),
+    "complex_of_bfloat16": lambda d: torch.complex(X.bfloat16().to(d), X.bfloat16().to(d)),
+    "complex_half_int8": lambda d: torch.complex(X.half().to(d), I[:1].to(torch.int8).to(d)),
+    "polar_double_float": lambda d: torch.polar(X.double().to(d), X.to(d)),
+    "clamp_float_complex_bound": lambda d: X.to(d).clamp(min=1.5j),
 }
 
 

@@ -238,6 +238,12 @@ def test_int_pow_negative_exponents():
     check(lambda b: 2 ** b, torch.tensor([0, 1, 5, 62]))
 
 
+def test_pow_of_bools_by_a_bool_stays_bool():
+    # PyTorch's meta kernel says int64 (as for an int exponent); the CPU kernel keeps bool
+    b = torch.tensor([True, False])
+    check(lambda b: (b ** True, b ** False, b ** 2, b ** 0.5), b)
+
+
 def test_float_pow_special():
     x = torch.tensor([-2.0, -0.5, 0.0, -0.0, 0.5, 2.0, inf, -inf, nan, 1.0])
     check(lambda x: (x ** 2, x ** 0.5, x ** -1, x ** 3, x ** -0.5, x ** 0, 1 ** x, x ** x), x)
