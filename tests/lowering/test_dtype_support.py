@@ -64,6 +64,7 @@ REJECTED.update({
     "kthvalue_complex_k2": lambda d: torch.kthvalue(_of(CF, 4)(d), 2),
     "histc_long": lambda d: torch.histc(_of(L, 4)(d)),
     "cumsum_to_bool": lambda d: torch.cumsum(_of(BO, 4)(d), 0, dtype=BO),
+    "cumprod_of_floats_to_bool": lambda d: torch.cumprod(_of(torch.float32, 4)(d), 0, dtype=BO),
     "signbit_complex": lambda d: torch.signbit(_of(CF, 4)(d)),
     "layer_norm_long": lambda d: F.layer_norm(_of(L, 2, 3)(d), (3,)),
     "batch_norm_eval_bool": lambda d: F.batch_norm(_of(BO, 2, 3)(d), _of(BO, 3)(d), _of(BO, 3)(d)),
