@@ -428,3 +428,26 @@ def _complex_parts(a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(f"Expected object of scalar type {type_name(a.dtype)} but got scalar "
                            f"type {type_name(b.dtype)} for second argument")
+
+
+@check(*_ops("index_add", "index_add_", "index_reduce", "index_reduce_"))
+def _index_accumulate_dtypes(x, dim, index, source, *args, **kwargs):
+    if x.dtype != source.dtype:
+        name = "index_reduce_" if isinstance(args[0] if args else None, str) else "index_add_"
+        raise RuntimeError(f"{name}(): self ({type_name(x.dtype)}) and source "
+                           f"({type_name(source.dtype)}) must have the same scalar type")
+
+
+@check(*_ops("index_copy", "index_copy_"))
+def _index_copy_dtypes(x, dim, index, source):
+    if x.dtype != source.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but "
+                           f"got (self) {type_name(x.dtype)} and (source) {type_name(source.dtype)}")
+
+
+@check(*_ops("put", "put_"))
+def _put_dtypes(x, index, source, accumulate=False):
+    if x.dtype != source.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {type_name(x.dtype)} and source.dtype = "
+                           f"{type_name(source.dtype)}")

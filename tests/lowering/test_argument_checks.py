@@ -93,6 +93,12 @@ BAD = {
     "complex_half_int8": lambda d: torch.complex(X.half().to(d), I[:1].to(torch.int8).to(d)),
     "polar_double_float": lambda d: torch.polar(X.double().to(d), X.to(d)),
     "clamp_float_complex_bound": lambda d: X.to(d).clamp(min=1.5j),
+    "index_add_double_source": lambda d: X[0].to(d).index_add(0, I[:2].to(d), X[1, :2].double().to(d)),
+    "index_add__long_source": lambda d: X[0].to(d).index_add_(0, I[:2].to(d), I[:2].to(d)),
+    "index_copy_half_source": lambda d: X[0].to(d).index_copy(0, I[:2].to(d), X[1, :2].half().to(d)),
+    "index_reduce_double_source": lambda d: X[0].to(d).index_reduce(0, I[:2].to(d), X[1, :2].double().to(d),
+                                                                    "prod"),
+    "put_double_source": lambda d: X[0].to(d).put(I[:2].to(d), X[1, :2].double().to(d)),
 }
 
 
