@@ -430,12 +430,16 @@ def _complex_parts(a, b):
                            f"type {type_name(b.dtype)} for second argument")
 
 
-@check(*_ops("index_add", "index_add_", "index_reduce", "index_reduce_"))
-def _index_accumulate_dtypes(x, dim, index, source, *args, **kwargs):
-    if x.dtype != source.dtype:
-        name = "index_reduce_" if isinstance(args[0] if args else None, str) else "index_add_"
-        raise RuntimeError(f"{name}(): self ({type_name(x.dtype)}) and source "
-                           f"({type_name(source.dtype)}) must have the same scalar type")
+def _same_dtype_source(name):
+    def fn(x, dim, index, source, *args, **kwargs):
+        if x.dtype != source.dtype:
+            raise RuntimeError(f"{name}(): self ({type_name(x.dtype)}) and source "
+                               f"({type_name(source.dtype)}) must have the same scalar type")
+    return fn
+
+
+check(*_ops("index_add", "index_add_"))(_same_dtype_source("index_add_"))
+check(*_ops("index_reduce", "index_reduce_"))(_same_dtype_source("index_reduce_"))
 
 
 @check(*_ops("index_copy", "index_copy_"))

@@ -21,6 +21,7 @@ import re
 import warnings
 
 import torch
+from torch.utils._pytree import tree_leaves, tree_map_only
 
 from lazyxla.ir.meta import SIGNATURE_CHECKS
 from .registry import LOWERINGS, VIEWS
@@ -90,25 +91,20 @@ def _how(op):
     return how
 
 
-def _tensors(x):
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            yield from _tensors(v)
-
-
-def _stand_ins(x, shaped):
-    if isinstance(x, torch.Tensor):
-        return torch.zeros(x.shape if shaped else (1,) * x.dim(), dtype=x.dtype)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_stand_ins(v, shaped) for v in x)
-    if isinstance(x, torch.device) and x.type == "lazyxla":
-        return torch.device("cpu")
-    return x
-
-
 _HALVES = (torch.float16, torch.bfloat16)
+
+
+def _stand_ins(tree, shaped, halves_as=None):
+    """The call's arguments for the CPU: zeros of one element or of each tensor's shape (half and
+    bfloat16 ones as `halves_as` where given), devices on the CPU."""
+    def tensor(t):
+        dtype = halves_as if halves_as is not None and t.dtype in _HALVES else t.dtype
+        return torch.zeros(t.shape if shaped else (1,) * t.dim(), dtype=dtype)
+    tree = tree_map_only(torch.Tensor, tensor, tree)
+    return tree_map_only(torch.device, lambda d: torch.device("cpu") if d.type == "lazyxla" else d,
+                         tree)
+
+
 _NOT_DTYPE, _DTYPE, _HALF = 0, 1, 2  # what a stand-in's error says of the call's dtypes
 
 
@@ -125,15 +121,11 @@ def _dtype_error(e: Exception) -> int:
 
 
 def _run(op, args, kwargs, shaped, halves_as=None) -> int:
-    def stand_in(x):
-        x = _stand_ins(x, shaped)
-        if halves_as is not None:
-            x = _map_tensors(x, lambda t: t.to(halves_as) if t.dtype in _HALVES else t)
-        return x
+    cpu_args, cpu_kwargs = _stand_ins((args, kwargs), shaped, halves_as)
     try:
         with warnings.catch_warnings():  # the call itself warns as eager does, once
             warnings.simplefilter("ignore")
-            _PROBED_AS.get(op, op)(*stand_in(args), **{k: stand_in(v) for k, v in kwargs.items()})
+            _PROBED_AS.get(op, op)(*cpu_args, **cpu_kwargs)
     except (NotImplementedError, RuntimeError) as e:
         kind = _dtype_error(e)
         if kind == _DTYPE or (kind == _HALF and halves_as is None
@@ -146,19 +138,11 @@ def _run(op, args, kwargs, shaped, halves_as=None) -> int:
     return _NOT_DTYPE
 
 
-def _map_tensors(x, fn):
-    if isinstance(x, torch.Tensor):
-        return fn(x)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_map_tensors(v, fn) for v in x)
-    return x
-
-
 def check_dtype_support(op, args, kwargs) -> None:
     how = _how(op)
     if how is None:
         return
-    tensors = list(_tensors(list(args) + list(kwargs.values())))
+    tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     if not tensors:
         return
     if how is _SHAPED:
