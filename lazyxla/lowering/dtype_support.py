@@ -48,9 +48,10 @@ _SAFE = frozenset(("sort", "argsort", "msort", "median", "nanmedian", "mode", "c
                    "trace", "_softmax", "_log_softmax", "floor_divide", "complex", "polar"))
 # Ops whose kernels need their arguments' shapes to agree (a kernel size, k, a target per row)
 # run on zeros of the call's own shapes, and only for a complex, bool or integer input (their
-# first tensor: an integer target or index is theirs by design) or result dtype. Zeros are valid
-# indices and targets. Named one by one: other kernels may trust values to agree with shapes
-# (ctc_loss's backward reads memory by its lengths, and crashed the process on stand-ins).
+# first tensor: an integer target or index is theirs by design), result dtype, or any complex
+# tensor. Zeros are valid indices and targets. Named one by one: other kernels may trust values
+# to agree with shapes (ctc_loss's backward reads memory by its lengths, and crashed the process
+# on stand-ins).
 _SHAPED_OPS = frozenset((
     "convolution", "native_batch_norm", "_native_batch_norm_legit",
     "_native_batch_norm_legit_no_training", "_batch_norm_with_update", "native_group_norm",
@@ -147,7 +148,8 @@ def check_dtype_support(op, args, kwargs) -> None:
         return
     if how is _SHAPED:
         dtype = kwargs.get("dtype")  # (cumsum's: a float input summed into bools)
-        real = tensors[0].dtype.is_floating_point and (dtype is None or dtype.is_floating_point)
+        real = (tensors[0].dtype.is_floating_point and (dtype is None or dtype.is_floating_point)
+                and not any(t.is_complex() for t in tensors))  # (an mse_loss complex target)
         if real or sum(t.numel() for t in tensors) > _SHAPED_LIMIT:
             return
     _run(op, args, kwargs, how is _SHAPED)

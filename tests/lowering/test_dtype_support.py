@@ -57,6 +57,7 @@ REJECTED.update({
     "logsigmoid_long": lambda d: F.logsigmoid(_of(L, 4)(d)),
     "batch_norm_complex": lambda d: F.batch_norm(_of(CF, 2, 3)(d), None, None, training=True),
     "mse_loss_complex": lambda d: F.mse_loss(_of(CF, 4)(d), _of(CF, 4)(d)),
+    "mse_loss_complex_target": lambda d: F.mse_loss(_of(torch.float32, 4)(d), _of(CF, 4)(d)),
     "nll_loss_long_input": lambda d: F.nll_loss(_of(L, 3, 4)(d), torch.zeros(3, dtype=L, device=d)),
     "grid_sample_long": lambda d: F.grid_sample(_of(L, 1, 1, 4, 4)(d), _of(L, 1, 2, 2, 2)(d),
                                                 align_corners=False),
