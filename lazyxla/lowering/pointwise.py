@@ -467,12 +467,28 @@ def pow(x, y, _meta):
     x, y = compute(_meta, x, y)
     if is_int(dt):
         return _int_pow(x, y)
+    if jnp.iscomplexobj(x):
+        return _complex_pow(x, y)
     return jnp.power(x, y)
+
+
+def _complex_pow(x, y):
+    """jnp.power with the values PyTorch's CPU kernel gives where it computes exp(y * log(x))
+    literally: for a zero base 0 where re(y) > 0, inf+NaNj where re(y) < 0, NaN+NaNj otherwise
+    (0 ** 0 too); NaN for 1 ** inf, 1 ** NaN, NaN ** 0 and inf ** 0 (jnp.power gives 1)."""
+    out = jnp.power(x, y)
+    re, nan = jnp.real(y), complex(math.nan, math.nan)
+    zero = jnp.where(re > 0, 0, jnp.where(re < 0, complex(math.inf, math.nan), nan))
+    out = jnp.where(x == 0, zero.astype(out.dtype), out)
+    undefined = ((x == 1) & ~jnp.isfinite(y)) | (~jnp.isfinite(x) & (y == 0))
+    return jnp.where(undefined, jnp.asarray(nan, out.dtype), out)
 
 
 @register(aten.pow.Tensor_Scalar, meta=True)
 def pow_tensor_scalar(x, y, _meta):
     out = pow(x, y, _meta=_meta)
+    if jnp.iscomplexobj(out):  # a scalar exponent 0 gives 1, whatever the base (eager's shortcut)
+        return jnp.where(compute(_meta, y) == 0, jnp.ones_like(out), out)
     if not is_float(out.dtype):
         return out
     # PyTorch's CPU kernel takes sqrt/rsqrt for exponents +-0.5: pow(-inf, 0.5) is NaN there.

@@ -244,6 +244,13 @@ def test_pow_of_bools_by_a_bool_stays_bool():
     check(lambda b: (b ** True, b ** False, b ** 2, b ** 0.5), b)
 
 
+def test_complex_pow_of_a_zero_base_and_of_undefined_forms_as_eager():
+    # eager's CPU kernel: exp(y * log(x)), so 0 ** 0 and 1 ** inf are NaN (jnp.power: 1)
+    x = torch.tensor([0, 0, 0, 0, 0, 1, 1, nan, 2 + 1j, -1], dtype=torch.complex64)
+    y = torch.tensor([0, 1, -1, 1j, 1 + 1j, inf, nan, 0, 0.5 - 1j, 0.5], dtype=torch.complex64)
+    check(lambda x, y: (x ** y, x ** 0, x ** 2, x ** -1), x, y)
+
+
 def test_float_pow_special():
     x = torch.tensor([-2.0, -0.5, 0.0, -0.0, 0.5, 2.0, inf, -inf, nan, 1.0])
     check(lambda x: (x ** 2, x ** 0.5, x ** -1, x ** 3, x ** -0.5, x ** 0, 1 ** x, x ** x), x)
