@@ -42,9 +42,14 @@ def _inexact(dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
+def _require(dtype, kernel, allowed=_inexact):
+    """Eager's error of a CPU kernel that lacks `dtype`."""
+    if not allowed(dtype):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(dtype)}\'')
+
+
 def _floating(x, kernel):
-    if not _inexact(x.dtype):
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(x.dtype)}\'')
+    _require(x.dtype, kernel)
 
 
 def _ops(*names):
@@ -73,8 +78,8 @@ def _random_floating(kernel):
     def fn(*args, dtype=None, **kwargs):
         like = next((a for a in args if isinstance(a, torch.Tensor)), None)
         dtype = dtype if dtype is not None else (like.dtype if like is not None else None)
-        if dtype is not None and not _inexact(dtype):
-            raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(dtype)}\'')
+        if dtype is not None:
+            _require(dtype, kernel)
     return fn
 
 
@@ -84,14 +89,14 @@ check(*_ops("uniform", "rand", "rand_like"))(_random_floating("check_uniform_bou
 
 def _random_dtypes(kernel, allowed):
     def fn(x, *args, **kwargs):
-        if not allowed(x.dtype):
-            raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(x.dtype)}\'')
+        _require(x.dtype, kernel, allowed)
     return fn
 
 
-check(*_ops("log_normal", "log_normal_"))(_random_dtypes("log_normal_cpu", lambda t: t.is_floating_point))
-check(*_ops("geometric", "geometric_"))(_random_dtypes("geometric_cpu",
-                                         lambda t: t is not torch.bool and not t.is_complex))
+check(*_ops("log_normal", "log_normal_"))(
+    _random_dtypes("log_normal_cpu", lambda t: t.is_floating_point))
+check(*_ops("geometric", "geometric_"))(
+    _random_dtypes("geometric_cpu", lambda t: t is not torch.bool and not t.is_complex))
 
 
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.uint8, torch.bool)
