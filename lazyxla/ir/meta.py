@@ -73,7 +73,7 @@ def infer_keyed(op, key, args, kwargs):
     for check in SIGNATURE_CHECKS:
         check(op, args, kwargs)
     try:
-        raw = op(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+        raw = META_KERNELS.get(op, op)(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
         if op in OUTPUT_FIXES:
             raw = OUTPUT_FIXES[op](raw, *args, **kwargs)
         out = _spec(raw)
@@ -169,6 +169,9 @@ VALUE_CHECKS: dict = {}
 # op -> fn(meta output, *args, **kwargs) -> the output as eager's kernels give it, where the meta
 # kernel's differs: its strides (a convolution of a channels-last input), its dtype (pow of bools).
 OUTPUT_FIXES: dict = {}
+# op -> the meta kernel to run in its place, where PyTorch's refuses what eager's CPU kernel
+# computes (native_dropout of a complex tensor)
+META_KERNELS: dict = {}
 
 _SMALL = 4096
 

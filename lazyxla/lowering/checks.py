@@ -99,6 +99,57 @@ check(*_ops("geometric", "geometric_"))(
     _random_dtypes("geometric_cpu", lambda t: t is not torch.bool and not t.is_complex))
 
 
+def _real(dtype) -> bool:
+    return not dtype.is_complex
+
+
+def _floating_only(dtype) -> bool:
+    return dtype.is_floating_point
+
+
+# bernoulli: self is never complex; probabilities (a tensor p, or self itself) are floating
+check(aten.bernoulli.p, aten.bernoulli_.float)(_random_dtypes("bernoulli_scalar_cpu_", _real))
+
+
+@check(aten.bernoulli.default, aten.bernoulli.Tensor, aten.bernoulli_.Tensor)
+def _bernoulli(x, p=None, generator=None):
+    _require(x.dtype, "bernoulli_tensor_cpu_self_", _real)
+    _require((x if p is None else p).dtype, "bernoulli_tensor_cpu_p_", _floating_only)
+
+
+@check(*_ops("randint", "randint_like"))
+def _randint(*args, dtype=None, **kwargs):
+    like = args[0] if isinstance(args[0], torch.Tensor) else None
+    dtype = dtype if dtype is not None else like.dtype if like is not None else None
+    if dtype is not None and dtype.is_complex:
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and boolean "
+                           "types")
+
+
+check(aten.random.default)(_random_dtypes("random_kernel_cpu", _real))
+
+
+@check(*_ops("randperm"))
+def _randperm(n, *args, dtype=None, **kwargs):
+    if dtype is not None:
+        _require(dtype, "randperm", lambda t: t is not torch.bool and not t.is_complex)
+
+
+@check(aten.normal.float_Tensor, aten.normal.Tensor_Tensor)
+def _normal_std(mean, std, *args, **kwargs):
+    if std.dtype.is_complex:
+        raise RuntimeError("normal expects standard deviation to be non-complex")
+
+
+@check(aten.native_dropout.default)
+def _native_dropout(x, p, train):
+    # eager scales the kept values in place by a float, which an integer or bool tensor cannot
+    # hold, at any p; an empty one is returned at once
+    if train is not False and x.numel() and not _inexact(x.dtype):
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{type_name(x.dtype)}")
+
+
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.uint8, torch.bool)
 
 

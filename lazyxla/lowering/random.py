@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lazyxla.ir.meta import META_KERNELS
 from lazyxla.jaxenv import np_dtype
 from .registry import (BERNOULLI_P, MULTINOMIAL_P, MULTINOMIAL_SUM, NORMAL_STD, aten,
                        check_values, register)
@@ -18,17 +19,36 @@ def _out(_meta):
     return tuple(shape), np_dtype(dtype)
 
 
+def _complex(dt) -> bool:
+    return np.issubdtype(np.dtype(dt), np.complexfloating)
+
+
 def _float_dtype(dt):
-    """Sample in at least float32 (the result is cast to the output dtype)."""
-    dt = np.dtype(dt)
-    if dt == np.float64:
-        return jnp.float64
-    return jnp.float32
+    """Sample in at least float32 (the result is cast to the output dtype); a complex dtype's
+    parts in their own precision."""
+    return jnp.float64 if np.dtype(dt) in (np.float64, np.complex128) else jnp.float32
+
+
+def _parts(draw, shape, dt):
+    """draw(shape) for a real dtype. For a complex one, independent real and imaginary parts:
+    eager samples a complex tensor as its view_as_real."""
+    if not _complex(dt):
+        return draw(tuple(shape))
+    parts = draw(tuple(shape) + (2,))
+    return jax.lax.complex(parts[..., 0], parts[..., 1])
 
 
 def _uniform(key, shape, dt, lo=0.0, hi=1.0):
     fd = _float_dtype(dt)
-    return jax.random.uniform(key, shape, fd, jnp.asarray(lo, fd), jnp.asarray(hi, fd))
+    return _parts(lambda s: jax.random.uniform(key, s, fd, jnp.asarray(lo, fd), jnp.asarray(hi, fd)),
+                  shape, dt)
+
+
+def _standard_normal(key, shape, dt):
+    """N(0, 1); for a complex dtype each part N(0, 1/2), as eager's normal_ (its std / sqrt(2))."""
+    fd = _float_dtype(dt)
+    scale = np.sqrt(0.5) if _complex(dt) else 1.0
+    return _parts(lambda s: jax.random.normal(key, s, fd) * jnp.asarray(scale, fd), shape, dt)
 
 
 # ---------------------------------------------------------------- factories
@@ -44,7 +64,7 @@ def rand(*args, _meta, _key, **kwargs):
           meta=True, random=True)
 def randn(*args, _meta, _key, **kwargs):
     shape, dt = _out(_meta)
-    return jax.random.normal(_key, shape, _float_dtype(dt))
+    return _standard_normal(_key, shape, dt)
 
 
 def _randint(key, shape, low, high):
@@ -111,14 +131,30 @@ def normal_tensor(mean, std=1.0, generator=None, _meta=None, _key=None):  # (std
     fd = _float_dtype(dt)
     if hasattr(std, "dtype"):  # a tensor (a float std was checked before recording)
         check_values(~(std >= 0), NORMAL_STD)  # NaN fails too, as in eager's check
-    return jax.random.normal(_key, shape, fd) * jnp.asarray(std, fd) + jnp.asarray(mean, fd)
+    # a complex mean is added whole (eager: normal_(0, std), then add_(mean))
+    return (_standard_normal(_key, shape, dt) * jnp.asarray(std, fd)
+            + (mean if _complex(dt) else jnp.asarray(mean, fd)))
+
+
+def _normal_meta(op):
+    def meta(mean, std=1.0, generator=None):
+        import torch
+        if mean.is_complex():  # PyTorch's meta kernel compares the std with the mean's dtype
+            shape = torch.broadcast_shapes(mean.shape, getattr(std, "shape", ()))
+            return torch.empty(shape, dtype=mean.dtype, device="meta")
+        return op(mean, std, generator=generator)
+    return meta
+
+
+for _op in (aten.normal.Tensor_float, aten.normal.Tensor_Tensor):
+    META_KERNELS[_op] = _normal_meta(_op)
 
 
 @register(aten.normal.float_float, meta=True, random=True)
 def normal_float_float(mean, std, size, *args, _meta, _key, **kwargs):
     shape, dt = _out(_meta)
-    fd = _float_dtype(dt)
-    return jax.random.normal(_key, shape, fd) * std + mean
+    # a complex tensor's parts are each N(mean, std^2 / 2): eager draws its view_as_real
+    return _standard_normal(_key, shape, dt) * std + (mean * (1 + 1j) if _complex(dt) else mean)
 
 
 def _random_bounds(dt):
@@ -127,8 +163,8 @@ def _random_bounds(dt):
         return 0, 2
     if np.issubdtype(dt, np.integer):
         return 0, int(min(np.iinfo(dt).max, 2 ** 63 - 1)) + (1 if np.iinfo(dt).max < 2 ** 63 - 1 else 0)
-    # floating: [0, 2^mantissa]
-    return 0, 2 ** (np.finfo(dt).nmant + 1) + 1
+    # floating: [0, 2^mantissa] (jnp.finfo: numpy's does not know bfloat16)
+    return 0, 2 ** (jnp.finfo(dt).nmant + 1) + 1
 
 
 @register(aten.random.default, meta=True, random=True)
@@ -221,6 +257,16 @@ def native_dropout(x, p, train, _meta=None, _key=None):
     keep = _uniform(_key, x.shape, jnp.float32) >= p  # P(keep) = 1 - p
     scale = 1.0 / (1.0 - p)
     return jnp.where(keep, x * jnp.asarray(scale, x.dtype), jnp.zeros((), x.dtype)), keep
+
+
+def _native_dropout_meta(x, p, train):
+    import torch
+    if x.is_complex():  # PyTorch's meta kernel takes floating types only; eager's CPU kernel any
+        return torch.empty_like(x), torch.empty_like(x, dtype=torch.bool)
+    return aten.native_dropout.default(x, p, train)
+
+
+META_KERNELS[aten.native_dropout.default] = _native_dropout_meta
 
 
 @register(aten.native_dropout_backward.default)

@@ -99,6 +99,23 @@ BAD = {
     "index_reduce_double_source": lambda d: X[0].to(d).index_reduce(0, I[:2].to(d), X[1, :2].double().to(d),
                                                                     "prod"),
     "put_double_source": lambda d: X[0].to(d).put(I[:2].to(d), X[1, :2].double().to(d)),
+    # random ops of dtypes eager's CPU kernels lack (their meta kernels take any)
+    "bernoulli_of_long_probabilities": lambda d: torch.bernoulli(I.to(d)),
+    "bernoulli_of_bool_probabilities": lambda d: torch.bernoulli((I > 0).to(d)),
+    "bernoulli_of_complex": lambda d: torch.bernoulli(X.to(torch.complex64).to(d)),
+    "bernoulli__complex_scalar_p": lambda d: X.to(torch.complex64).to(d).bernoulli_(0.5),
+    "bernoulli__complex_self_tensor_p": lambda d: X.to(torch.complex64).to(d).bernoulli_(X.abs().clamp(max=1).to(d)),
+    "bernoulli__int_tensor_p": lambda d: X.clone().to(d).bernoulli_(I.to(d)),
+    "randint_like_complex": lambda d: torch.randint_like(X.to(torch.complex64).to(d), 5),
+    "randint_complex_dtype": lambda d: torch.randint(0, 5, (2,), dtype=torch.complex128, device=d),
+    "random__complex": lambda d: X.to(torch.complex64).to(d).random_(),
+    "randperm_bool": lambda d: torch.randperm(3, dtype=torch.bool, device=d),
+    "randperm_complex": lambda d: torch.randperm(3, dtype=torch.complex64, device=d),
+    "normal_complex_std": lambda d: torch.normal(X.to(d), X.abs().to(torch.complex64).to(d)),
+    "alpha_dropout_complex": lambda d: F.alpha_dropout(X.to(torch.complex64).to(d), 0.5, True),
+    "native_dropout_long": lambda d: torch.native_dropout(I.to(d), 0.5, True),
+    "native_dropout_bool_p_one": lambda d: torch.native_dropout((I > 0).to(d), 1.0, True),
+    "native_dropout_int8_p_zero": lambda d: torch.native_dropout(I.to(torch.int8).to(d), 0.0, None),
 }
 
 
@@ -149,6 +166,11 @@ GOOD = {
         IMG.to(d), torch.tensor([[[0, 1, 2, 0, 1]] * 5]).to(d), weight=torch.tensor([1.0, 2.0, 3.0]).to(d)),
     "smooth_l1_zero_beta": lambda d: F.smooth_l1_loss(X.to(d), X.flip(0).to(d), beta=0.0),
     "multinomial_all_categories": lambda d: torch.multinomial(X.abs().to(d), 3).sort(-1).values,
+    "bernoulli__int_self_float_p": lambda d: I.clone().to(d).bernoulli_(torch.zeros(3).to(d)),
+    "randint_like_complex_to_long": lambda d: torch.randint_like(X.to(torch.complex64).to(d), 1, dtype=torch.long),
+    "random__bfloat16_from_only": lambda d: X.bfloat16().to(d).random_(3).clamp(0, 2) * 0,
+    "native_dropout_long_eval": lambda d: torch.native_dropout(I.to(d), 0.5, False)[0],
+    "native_dropout_complex_p_one": lambda d: torch.native_dropout(X.to(torch.complex64).to(d), 1.0, True)[0],
 }
 
 

@@ -147,3 +147,46 @@ def test_normal_with_default_std():
     import lazyxla
     torch.manual_seed(0)
     assert torch.normal(torch.zeros(1000, device=lazyxla.device()), 1.0).cpu().std() > 0.9
+
+
+COMPLEX_SAMPLES = {  # eager samples a complex tensor as its view_as_real: (real, imag) moments
+    "randn": (lambda d: torch.randn(6000, dtype=torch.complex64, device=d), (0, 0.5**0.5), (0, 0.5**0.5)),
+    "randn_like_c128": (lambda d: torch.randn_like(torch.zeros(6000, dtype=torch.complex128, device=d)),
+                        (0, 0.5**0.5), (0, 0.5**0.5)),
+    "rand": (lambda d: torch.rand(6000, dtype=torch.complex64, device=d), (0.5, 12**-0.5), (0.5, 12**-0.5)),
+    "uniform_": (lambda d: torch.zeros(6000, dtype=torch.complex64, device=d).uniform_(1, 3),
+                 (2, 2 * 12**-0.5), (2, 2 * 12**-0.5)),
+    # normal_(mean, std): both parts N(mean, std^2 / 2)
+    "normal_": (lambda d: torch.zeros(6000, dtype=torch.complex64, device=d).normal_(1, 2),
+                (1, 2**0.5), (1, 2**0.5)),
+    # normal(complex mean, std): N(0, 1) complex times std, plus the mean
+    "normal_tensor_mean": (lambda d: torch.normal(torch.full((6000,), 1 + 2j, device=d), 2.0),
+                           (1, 2**0.5), (2, 2**0.5)),
+    "normal_tensor_mean_std": (lambda d: torch.normal(torch.full((3000, 1), 1 + 2j, device=d),
+                                                      torch.full((1, 2), 3.0, device=d)),
+                               (1, 3 * 0.5**0.5), (2, 3 * 0.5**0.5)),
+}
+
+
+@pytest.mark.parametrize("fn,re,im", COMPLEX_SAMPLES.values(), ids=COMPLEX_SAMPLES.keys())
+def test_complex_samples_have_eager_moments_in_both_parts(fn, re, im):
+    z = _no_fallback(lambda: fn(dev())).cpu()
+    assert z.dtype == fn("cpu").dtype and z.shape == fn("cpu").shape
+    for part, (mean, std) in ((z.real, re), (z.imag, im)):
+        assert abs(part.mean() - mean) < 0.1 * max(std, 0.5), (part.mean(), mean)
+        assert abs(part.std() - std) < 0.06 * std, (part.std(), std)
+
+
+def test_random__of_bfloat16_draws_integers_up_to_its_mantissa():
+    r = torch.zeros(4000, dtype=torch.bfloat16, device=dev()).random_().cpu()
+    assert r.dtype == torch.bfloat16 and (r == r.round()).all()
+    assert r.min() >= 0 and r.max() <= 2 ** 8 and r.float().mean() > 50
+
+
+def test_native_dropout_of_complex_as_eager_cpu():
+    # eager's CPU kernel computes it (its meta kernel refuses complex): values kept are scaled
+    x = torch.full((4000,), 1 + 1j, device=dev())
+    y, mask = (t.cpu() for t in torch.native_dropout(x, 0.25, True))
+    assert y.dtype == torch.complex64 and mask.dtype == torch.bool
+    assert torch.equal(y, torch.where(mask, torch.tensor((1 + 1j) / 0.75), torch.tensor(0j)))
+    assert abs(mask.float().mean() - 0.75) < 0.03
