@@ -511,3 +511,21 @@ def _put_dtypes(x, index, source, accumulate=False):
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {type_name(x.dtype)} and source.dtype = "
                            f"{type_name(source.dtype)}")
+
+
+_SEGMENT_REDUCTIONS = ("sum", "prod", "mean", "max", "min", "amax", "amin")
+
+
+@check(aten.segment_reduce.default)
+def _segment_reduce(data, reduce, lengths=None, indices=None, offsets=None, axis=0, **kwargs):
+    # (eager checks the lengths' values before the dtypes; lazyxla checks values at the next read)
+    if reduce not in _SEGMENT_REDUCTIONS:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    for name, t in (("lengths", lengths), ("offsets", offsets)):
+        if t is not None:
+            if data.dim() < t.dim():
+                raise RuntimeError(f"Expected data.dim() >= {name}_value.dim() to be true, but got "
+                                   "false.")
+            _require(t.dtype, f"_segment_reduce_{name}_cpu_kernel1",
+                     lambda dt: dt in (torch.int32, torch.int64))
+    _require(data.dtype, "_segment_reduce_cpu", _floating_only)

@@ -337,6 +337,7 @@ def _segment_reduce(data, reduce, lengths, offsets, axis, initial):
     ends = jnp.cumsum(lengths)
     ids = jnp.searchsorted(ends, jnp.arange(n), side="right")  # >= s past the last segment: dropped
     shape = (s,) + x.shape[1:]
+    reduce = {"amax": "max", "amin": "min"}.get(reduce, reduce)  # eager's two names of each
     how = {"sum": "add", "mean": "add", "max": "max", "min": "min", "prod": "multiply"}[reduce]
     ident = _identity("amax" if reduce == "max" else "amin" if reduce == "min" else reduce, x.dtype)
     start = ident if initial is None else jnp.asarray(initial).astype(x.dtype)

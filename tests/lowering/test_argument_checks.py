@@ -116,6 +116,15 @@ BAD = {
     "native_dropout_long": lambda d: torch.native_dropout(I.to(d), 0.5, True),
     "native_dropout_bool_p_one": lambda d: torch.native_dropout((I > 0).to(d), 1.0, True),
     "native_dropout_int8_p_zero": lambda d: torch.native_dropout(I.to(torch.int8).to(d), 0.0, None),
+    # segment_reduce: eager's checks of the reduction's name, the lengths' rank and the dtypes
+    "segment_reduce_of_long": lambda d: torch.segment_reduce(I.to(d), "sum", lengths=I[1:].to(d)),
+    "segment_reduce_of_bool": lambda d: torch.segment_reduce((I > 0).to(d), "max", lengths=I[1:].to(d)),
+    "segment_reduce_of_complex": lambda d: torch.segment_reduce(
+        X[0].to(torch.complex64).to(d), "mean", lengths=I[1:].to(d)),
+    "segment_reduce_unknown_reduction": lambda d: torch.segment_reduce(X[0].to(d), "median", lengths=I[1:].to(d)),
+    "segment_reduce_lengths_of_higher_rank": lambda d: torch.segment_reduce(X[0].to(d), "sum", lengths=I[None, 1:].to(d)),
+    "segment_reduce_float_lengths": lambda d: torch.segment_reduce(X[0].to(d), "sum", lengths=X[0, :2].to(d)),
+    "segment_reduce_float_offsets": lambda d: torch.segment_reduce(X[0].to(d), "sum", offsets=X[0].to(d)),
 }
 
 

@@ -101,7 +101,7 @@ def test_put():
     check_grad(lambda a, b: a.take(b), x, idx)  # take's backward is put_ (accumulate)
 
 
-@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod", "amax", "amin"])
 def test_segment_reduce(reduce):
     x, lengths, offsets = torch.randn(5, 3), torch.tensor([0, 1, 2, 2]), torch.tensor([0, 0, 1, 3, 5])
     for init in (None, 1.5):
