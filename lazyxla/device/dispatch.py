@@ -288,12 +288,13 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     BUDGET.tick()
     if info is None:
         info = op_info(op)
-    if info.value_check is not None:
-        info.value_check(*args, **kwargs)
+    # an in-place call's scalars are checked by its own overload: eager words some errors apart
+    vinfo = info if validate is None else op_info(validate)
+    if vinfo.value_check is not None:
+        vinfo.value_check(*args, **kwargs)
     inputs, attrs, key = convert_args(op, args, kwargs, info)
     if validate is not None:
-        meta.infer(validate, None if key is None else (op_info(validate).uid,) + key[1:], args,
-                   kwargs)
+        meta.infer(validate, None if key is None else (vinfo.uid,) + key[1:], args, kwargs)
     spec, kid, single = meta.infer_keyed(op, key, args, kwargs)
     if low.random:
         generator = kwargs.get("generator") or next(

@@ -309,6 +309,13 @@ for _op in _with_inplace(("uniform.default", "random.default", "random.to", "ran
 check(aten.normal.float_float)(_eager_scalar_checks(aten.normal.float_float, sizes=2))
 
 
+@check(*_with_inplace(["index_fill.int_Scalar"]))
+def _index_fill(x, dim, index, value):
+    if type(value) is complex and not x.is_complex():
+        raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not "
+                           "supported")
+
+
 # Scalar-typed arguments (fill values, clamp bounds, exponents, alpha) are runtime values, not
 # part of the signature: these checks run on every call (ir/meta.py: VALUE_CHECKS), cheaply
 # unless a value may not fit the dtype it converts to; then eager's own check decides.
@@ -321,6 +328,12 @@ _FLOAT_MAX = {dt: torch.finfo(dt).max
 def _suspect(v, dtype) -> bool:
     """False when the number v surely converts to dtype without overflow."""
     tv = type(v)
+    if tv is complex:  # a real dtype takes one with no imaginary part, by its real part
+        if dtype.is_complex or dtype is torch.bool:  # (bool takes any)
+            return False
+        if v.imag:
+            return True
+        v, tv = v.real, float
     if tv is not int and tv is not float:  # bools fit anything; tensors and None are not values
         return False
     limits = _INT_LIMITS.get(dtype)

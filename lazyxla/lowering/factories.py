@@ -4,6 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from lazyxla.jaxenv import np_dtype
+from .pointwise import convert
 from .registry import aten, register
 
 
@@ -34,25 +35,25 @@ def ones(*args, _meta, **kwargs):
 @register(aten.full.default, meta=True)
 def full(size, fill_value, *args, _meta, **kwargs):
     (shape, dtype), = _meta
-    return jnp.full(shape, fill_value, np_dtype(dtype))
+    return jnp.full(shape, convert(fill_value, np_dtype(dtype)), np_dtype(dtype))
 
 
 @register(aten.new_full.default, meta=True, like=True)
 def new_full(x, size, fill_value, *args, _meta, **kwargs):
     (shape, dtype), = _meta
-    return jnp.full(shape, fill_value, np_dtype(dtype))
+    return jnp.full(shape, convert(fill_value, np_dtype(dtype)), np_dtype(dtype))
 
 
 @register(aten.full_like.default, meta=True, like=True)
 def full_like(x, fill_value, *args, _meta, **kwargs):
     (shape, dtype), = _meta
-    return jnp.full(shape, fill_value, np_dtype(dtype))
+    return jnp.full(shape, convert(fill_value, np_dtype(dtype)), np_dtype(dtype))
 
 
 @register(aten.fill.Scalar, aten.fill.Tensor, meta=True, like=True)
 def fill(x, value, _meta):
     (shape, dtype), = _meta
-    return jnp.full(shape, jnp.asarray(value).astype(np_dtype(dtype)), np_dtype(dtype))
+    return jnp.full(shape, convert(value, np_dtype(dtype)), np_dtype(dtype))
 
 
 @register(aten.clone.default, aten.lift_fresh_copy.default, aten._to_copy.default)
@@ -63,4 +64,4 @@ def clone(x, *args, **kwargs):
 @register(aten.scalar_tensor.default, meta=True)
 def scalar_tensor(s, *args, _meta, **kwargs):
     (shape, dtype), = _meta
-    return jnp.asarray(s).astype(np_dtype(dtype))
+    return convert(s, np_dtype(dtype))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from .pointwise import convert
 from .registry import (INDEX, INDEX_BOUNDS, MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE, SEGMENT_SUM,
                        aten, check_index, check_values, register)
 
@@ -255,7 +256,7 @@ def index_copy(x, dim, index, source):
 
 @register(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
 def index_fill(x, dim, index, value):
-    value = jnp.asarray(value).reshape(()).astype(x.dtype)
+    value = convert(jnp.asarray(value).reshape(()), x.dtype)
     idx, _ = _along(x, dim, index, negative=True)
     if x.ndim == 0:
         return jnp.where(index.size > 0, value, x)

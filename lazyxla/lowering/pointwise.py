@@ -24,7 +24,7 @@ from jax import lax
 from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
 from .exact_arith import rounder
-from .registry import aten, check_divisor, register
+from .registry import COMPLEX_VALUE, aten, check_divisor, check_values, register
 
 _F32 = np.dtype(np.float32)
 _HALF = {np.dtype(jnp.bfloat16), np.dtype(np.float16)}
@@ -54,9 +54,18 @@ def is_bool(dt):
     return np.dtype(dt) == np.bool_
 
 
+def convert(x, dt):
+    """x (an array or a Python scalar) as an array of dtype dt. A complex number is true where
+    either part is nonzero, as in c10 (XLA's conversion reads the real part only)."""
+    x = jnp.asarray(x)
+    if jnp.iscomplexobj(x) and np.dtype(dt) == np.bool_:
+        return x != 0
+    return lax.convert_element_type(x, dt)
+
+
 def cast(dt, *xs):
     """Each of xs (array, Python scalar or None) as an array of dtype dt."""
-    out = tuple(None if x is None else lax.convert_element_type(jnp.asarray(x), dt) for x in xs)
+    out = tuple(None if x is None else convert(x, dt) for x in xs)
     return out[0] if len(out) == 1 else out
 
 
@@ -505,6 +514,40 @@ def _bool_pow_dtype(out, x, y):
 meta.OUTPUT_FIXES[aten.pow.Tensor_Scalar] = _bool_pow_dtype
 
 
+def _real_bounds_meta(op):
+    """clamp of a floating tensor keeps its dtype whatever its bounds: eager takes a complex bound
+    as its real part (one with an imaginary part fails checks.py's value check). PyTorch's meta
+    kernel promotes to complex."""
+    def kernel(x, min=None, max=None):
+        if x.dtype.is_floating_point:
+            min, max = (b.real if type(b) is complex else b for b in (min, max))
+        return op(x, min, max)
+    return kernel
+
+
+for _op in (aten.clamp.default, aten.clamp_.default):
+    meta.META_KERNELS[_op] = _real_bounds_meta(_op)
+
+
+def _real_fill_meta(op):
+    """masked_fill of a real tensor with a complex value: eager converts the value (checks.py
+    raises eager's error for one with an imaginary part, bool takes any); PyTorch's meta kernel
+    refuses any complex value."""
+    def kernel(x, mask, value):
+        if not x.is_complex():
+            if type(value) is complex:
+                value = value.real
+            elif isinstance(value, torch.Tensor) and value.is_complex():
+                value = torch.empty((), dtype=value.real.dtype, device=value.device)
+        return op(x, mask, value)
+    return kernel
+
+
+for _op in (aten.masked_fill.Scalar, aten.masked_fill_.Scalar, aten.masked_fill.Tensor,
+            aten.masked_fill_.Tensor):
+    meta.META_KERNELS[_op] = _real_fill_meta(_op)
+
+
 @register(aten.atan2.default, meta=True)
 def atan2(x, y, _meta):
     return jnp.arctan2(*compute(_meta, x, y))
@@ -659,6 +702,9 @@ def where(cond, x, y, _meta):
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, meta=True)
 def masked_fill(x, mask, value, _meta):
     dt = out_dtype(_meta)
+    if jnp.iscomplexobj(value) and not jnp.iscomplexobj(x) and x.dtype != jnp.bool_:
+        # a 0-dim tensor value, known only here (a Python one is checked at the call)
+        check_values(jnp.imag(value) != 0, COMPLEX_VALUE)
     return jnp.where(mask.astype(bool), cast(dt, value), cast(dt, x))
 
 

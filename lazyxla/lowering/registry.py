@@ -77,7 +77,7 @@ SEGMENT_NEGATIVE, SEGMENT_SUM, LU_PIVOTS = "segment_negative", "segment_sum", "l
 # indices eager rejects with a RuntimeError, not an IndexError
 INDEX_BOUNDS, TARGET_RANGE, SORTER_RANGE = "index_bounds", "target_range", "sorter_range"
 BAG_INDEX, BAG_OFFSETS, CTC_LENGTHS = "bag_index", "bag_offsets", "ctc_lengths"
-UNPOOL_INDEX = "unpool_index"
+UNPOOL_INDEX, COMPLEX_VALUE = "unpool_index", "complex_value"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
     INDEX_BOUNDS: (RuntimeError, "index out of bounds in {ops}", "IndexOutOfRange"),
@@ -113,6 +113,9 @@ CHECK_ERRORS = {
     SEGMENT_SUM: (RuntimeError, "segment_reduce(): Expected all rows of lengths along axis to sum "
                                 "to data.size(lengths.dim()-1) when !unsafe. (in {ops})",
                   "InvalidInput"),
+    COMPLEX_VALUE: (RuntimeError, "value cannot be converted to type of the tensor without "
+                                  "overflow (a complex value with an imaginary part, in {ops})",
+                    "InvalidInput"),
     LU_PIVOTS: (RuntimeError, "Pivots given to lu_solve must all be between 1 and LU.size(-2). "
                               "Did you properly pass the result of lu_factor? (in {ops})",
                 "InvalidInput"),

@@ -116,6 +116,12 @@ BAD = {
     "native_dropout_long": lambda d: torch.native_dropout(I.to(d), 0.5, True),
     "native_dropout_bool_p_one": lambda d: torch.native_dropout((I > 0).to(d), 1.0, True),
     "native_dropout_int8_p_zero": lambda d: torch.native_dropout(I.to(torch.int8).to(d), 0.0, None),
+    # complex Python scalars into real tensors: one with an imaginary part does not convert
+    "fill__long_complex": lambda d: I.clone().to(d).fill_(1 + 1j),
+    "full_int8_complex_overflow": lambda d: torch.full((2,), 300 + 0j, dtype=torch.int8, device=d),
+    "masked_fill_long_complex": lambda d: I.to(d).masked_fill(I.to(d) > 0, 2 + 1j),
+    "index_fill_float_complex": lambda d: X.to(d).index_fill(0, I[:1].to(d), 2 + 0j),
+    "clamp__float_complex_bound": lambda d: X.clone().to(d).clamp_(max=1 + 1j),
     # segment_reduce: eager's checks of the reduction's name, the lengths' rank and the dtypes
     "segment_reduce_of_long": lambda d: torch.segment_reduce(I.to(d), "sum", lengths=I[1:].to(d)),
     "segment_reduce_of_bool": lambda d: torch.segment_reduce((I > 0).to(d), "max", lengths=I[1:].to(d)),
@@ -175,6 +181,16 @@ GOOD = {
         IMG.to(d), torch.tensor([[[0, 1, 2, 0, 1]] * 5]).to(d), weight=torch.tensor([1.0, 2.0, 3.0]).to(d)),
     "smooth_l1_zero_beta": lambda d: F.smooth_l1_loss(X.to(d), X.flip(0).to(d), beta=0.0),
     "multinomial_all_categories": lambda d: torch.multinomial(X.abs().to(d), 3).sort(-1).values,
+    # complex Python scalars of zero imaginary part convert; to bool, any nonzero one is True
+    "clamp_float_by_complex_without_imaginary_part": lambda d: X.to(d).clamp(min=0.5 + 0j),
+    "clamp__float_by_complex_without_imaginary_part": lambda d: X.clone().to(d).clamp_(max=0.5 + 0j),
+    "masked_fill_long_real_complex": lambda d: I.to(d).masked_fill(I.to(d) > 0, 2.7 + 0j),
+    "masked_fill_bool_imaginary": lambda d: (I > 5).to(d).masked_fill(I.to(d) > 0, 1.5j),
+    "masked_fill_long_cpu_complex_tensor": lambda d: I.to(d).masked_fill(I.to(d) > 0, torch.tensor(2.7 + 0j)),
+    "masked_fill_long_complex_tensor": lambda d: I.to(d).masked_fill(I.to(d) > 0, torch.tensor(2.7 + 0j).to(d)),
+    "full_bool_imaginary": lambda d: torch.full((2,), 1.5j, dtype=torch.bool, device=d),
+    "new_full_bool_imaginary": lambda d: (I > 0).to(d).new_full((2,), 1.5j),
+    "fill__bool_imaginary": lambda d: (I > 5).to(d).fill_(1.5j),
     "bernoulli__int_self_float_p": lambda d: I.clone().to(d).bernoulli_(torch.zeros(3).to(d)),
     "randint_like_complex_to_long": lambda d: torch.randint_like(X.to(torch.complex64).to(d), 1, dtype=torch.long),
     "random__bfloat16_from_only": lambda d: X.bfloat16().to(d).random_(3).clamp(0, 2) * 0,
@@ -231,3 +247,15 @@ def test_an_empty_out_tensor_is_not_an_empty_input():
     torch.testing.assert_close(out.cpu(), torch.linalg.lu_solve(lu, piv, b), atol=1e-5, rtol=1e-5)
     with pytest.raises(IndexError, match="non-zero size"):  # a real empty input still raises
         torch.empty(0, 3, device=D).amax(0)
+
+
+
+@pytest.mark.parametrize("on_device", [False, True], ids=["cpu_value", "device_value"])
+def test_a_complex_tensor_value_with_an_imaginary_part_raises_at_the_read(on_device):
+    # eager raises at the call; a 0-dim tensor's value is known only when the program runs
+    value = torch.tensor(2 + 1j)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type"):
+        I.to("cpu").masked_fill(I > 0, value)
+    out = I.to(D).masked_fill(I.to(D) > 0, value.to(D) if on_device else value)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type"):
+        out.cpu()
