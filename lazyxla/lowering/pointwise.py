@@ -514,6 +514,17 @@ def _bool_pow_dtype(out, x, y):
 meta.OUTPUT_FIXES[aten.pow.Tensor_Scalar] = _bool_pow_dtype
 
 
+def _bool_pow_inplace_meta(x, exponent):
+    """bool_tensor.pow_(True) writes bools, as its functional form (above); PyTorch's in-place
+    meta kernel refuses it as a cast from int64."""
+    if x.dtype is torch.bool and type(exponent) is bool:
+        return x
+    return aten.pow_.Scalar(x, exponent)
+
+
+meta.META_KERNELS[aten.pow_.Scalar] = _bool_pow_inplace_meta
+
+
 def _real_bounds_meta(op):
     """clamp of a floating tensor keeps its dtype whatever its bounds: eager takes a complex bound
     as its real part (one with an imaginary part fails checks.py's value check). PyTorch's meta

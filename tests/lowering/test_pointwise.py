@@ -242,6 +242,7 @@ def test_pow_of_bools_by_a_bool_stays_bool():
     # PyTorch's meta kernel says int64 (as for an int exponent); the CPU kernel keeps bool
     b = torch.tensor([True, False])
     check(lambda b: (b ** True, b ** False, b ** 2, b ** 0.5), b)
+    check(lambda b: (b.clone().pow_(True), b.clone().pow_(False)), b)  # in place too
 
 
 def test_complex_pow_of_a_zero_base_and_of_undefined_forms_as_eager():
