@@ -11,7 +11,8 @@ import torch
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.node import data_node
 from lazyxla.jaxenv import type_name
-from lazyxla.lowering.registry import LOWERINGS, VIEWS, functional_variant, mutated_args
+from lazyxla.lowering.registry import (LOWERINGS, VIEWS, Unsupported, functional_variant,
+                                      mutated_args)
 from . import dispatch, fallback, overlap, transfer
 
 aten = torch.ops.aten
@@ -84,6 +85,8 @@ def _mutating_kernel(op):
             else:  # out= overloads: validate with the out tensors, record without them
                 meta.infer(op, dispatch.convert_args(op, args, kwargs)[2], args, kwargs)
                 node, spec = dispatch.record_node(fop, low, args, fkw, info=info)
+        except Unsupported:
+            return fallback.cpu_fallback(op, args, kwargs)
         finally:
             watch.on = False
         if overlap_checked and view_roots:  # a view was read, or is written

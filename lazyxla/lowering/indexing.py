@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import torch
 
+from .checks import check
 from .pointwise import convert
 from .registry import (INDEX, INDEX_BOUNDS, MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE, SEGMENT_SUM,
-                       aten, check_index, check_values, register)
+                       Unsupported, aten, check_index, check_values, register)
 
 
 def _norm(d, n):
@@ -79,6 +81,25 @@ def _mask_to_coords(mask):
     return jnp.nonzero(mask, size=mask.size, fill_value=big)
 
 
+_MIXED_MASK = ("lazyxla: index_put with a boolean mask and other index tensors (another mask, or "
+               "integers of more than one element)")
+
+
+def _mask_with_int_indices(x, indices, *args, **kwargs):
+    """The positions such a write touches pair a mask's true elements with the other indices
+    (broadcast against them), which only the mask's values tell: the kernels run it on the CPU."""
+    tensors = [i for i in indices if i is not None]
+    masks = sum(i.dtype in (torch.bool, torch.uint8) for i in tensors)
+    if masks > 1 or masks and any(
+            i.dtype not in (torch.bool, torch.uint8) and i.numel() != 1 for i in tensors):
+        raise Unsupported(_MIXED_MASK)
+
+
+for _op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl.default,
+            aten._index_put_impl_.default, aten._unsafe_index_put.default):
+    check(_op)(_mask_with_int_indices)
+
+
 @register(aten.index_put.default, aten._index_put_impl.default, aten._unsafe_index_put.default)
 def index_put(x, indices, values, accumulate=False, unsafe=False):
     values = values.astype(x.dtype)
@@ -101,8 +122,7 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
             d += i.ndim
         else:
             if i.size != 1:
-                raise NotImplementedError("lazyxla: index_put mixing a boolean mask with integer "
-                                          "index tensors of more than one element")
+                raise Unsupported(_MIXED_MASK)  # (recorded calls never get here)
             adv_pos.append(len(idx))
             idx.append(_wrap(i, x.shape[d]).reshape(()))
             d += 1

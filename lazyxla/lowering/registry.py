@@ -67,6 +67,11 @@ def set_index_checks_mode(mode: str) -> None:
     _CHECKING[0] = mode
 
 
+class Unsupported(NotImplementedError):
+    """A call that lazyxla's lowering cannot express, detected when it is recorded: the device's
+    kernels run it on the CPU instead (counted as a fallback)."""
+
+
 # What a flag reports: kind -> (eager's exception, its message; {ops} names the ops). The
 # executor raises it. Eager checks these values before it computes; XLA computes regardless.
 INDEX, ZERO_DIVISION = "index", "zero_division"

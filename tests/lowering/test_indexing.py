@@ -18,6 +18,26 @@ def test_bool_mask_read_falls_back_correctly():
     check(lambda x: x[x > 0], X, allow_fallback=True)
 
 
+def test_a_mask_with_integer_indices_writes_through_the_cpu():
+    # the positions pair the mask's true elements with the integers: a count only values give
+    from lazyxla import metrics
+
+    def setitem(x, m, i):
+        x = x.clone()
+        x[m, i] = 3.0  # mask of one true element, broadcast against three integers
+        x[m.logical_not(), -1] += 1.0  # an integer index of one element stays on the device
+        return x, x.index_put((m, i), torch.tensor(4.0)), x.index_put((m.logical_not(), i[:2]), torch.tensor(5.0))
+    check(setitem, X[:2, :, 0], torch.tensor([True, False]), torch.tensor([-1, -1, 0]), allow_fallback=True)
+    assert {"index_put", "index_put_"} <= set(metrics.executed_fallback_ops())
+
+    def two_masks(x, m1, m2, v):  # one true element broadcast against three (was paired wrongly)
+        x = x.clone()
+        x[m1, :, m2] = v[:, None]
+        return x
+    check(two_masks, torch.zeros(3, 1, 3), torch.tensor([False, False, True]), torch.tensor([True] * 3),
+          torch.tensor([1.0, 2.0, 3.0]), allow_fallback=True)
+
+
 def test_index_put():
     v = torch.randn(3, 3)
     check(lambda x, i, v: x.index_put((i,), v[:, None, :]), X, I, v)
