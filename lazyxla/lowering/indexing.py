@@ -20,8 +20,8 @@ import torch
 
 from .checks import check
 from .pointwise import convert
-from .registry import (INDEX, INDEX_BOUNDS, MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE, SEGMENT_SUM,
-                       Unsupported, aten, check_index, check_values, register)
+from .registry import (INDEX, INDEX_BOUNDS, MASK_VALUES, MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE,
+                       SEGMENT_SUM, Unsupported, aten, check_index, check_values, register)
 
 
 def _norm(d, n):
@@ -116,7 +116,7 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
             d += 1
         elif _is_mask(i):
             coords = _mask_to_coords(i)
-            mask_len = i.size
+            mask_len, nnz = i.size, jnp.count_nonzero(i)
             adv_pos.append(len(idx))
             idx.extend(coords)
             d += i.ndim
@@ -139,9 +139,11 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
         v = v[0]
     v = v.reshape((1,) * (len(rshape) - v.ndim) + v.shape)
     if v.shape[b0] != 1:  # nnz values along the mask dim: pad to the padded length
+        check_values(nnz != v.shape[b0], MASK_VALUES)  # eager's shape mismatch
+        k = min(v.shape[b0], mask_len)
         pad = [(0, 0)] * v.ndim
-        pad[b0] = (0, mask_len - v.shape[b0])
-        v = jnp.pad(v, pad)
+        pad[b0] = (0, mask_len - k)
+        v = jnp.pad(jnp.take(v, jnp.arange(k), axis=b0), pad)
     v = jnp.broadcast_to(v, rshape)
     ref = x.at[idx]
     return _update(ref, "add" if accumulate else "set", v)

@@ -82,7 +82,7 @@ SEGMENT_NEGATIVE, SEGMENT_SUM, LU_PIVOTS = "segment_negative", "segment_sum", "l
 # indices eager rejects with a RuntimeError, not an IndexError
 INDEX_BOUNDS, TARGET_RANGE, SORTER_RANGE = "index_bounds", "target_range", "sorter_range"
 BAG_INDEX, BAG_OFFSETS, CTC_LENGTHS = "bag_index", "bag_offsets", "ctc_lengths"
-UNPOOL_INDEX, COMPLEX_VALUE = "unpool_index", "complex_value"
+UNPOOL_INDEX, COMPLEX_VALUE, MASK_VALUES = "unpool_index", "complex_value", "mask_values"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
     INDEX_BOUNDS: (RuntimeError, "index out of bounds in {ops}", "IndexOutOfRange"),
@@ -118,6 +118,9 @@ CHECK_ERRORS = {
     SEGMENT_SUM: (RuntimeError, "segment_reduce(): Expected all rows of lengths along axis to sum "
                                 "to data.size(lengths.dim()-1) when !unsafe. (in {ops})",
                   "InvalidInput"),
+    MASK_VALUES: (RuntimeError, "shape mismatch: value tensor cannot be broadcast to indexing "
+                                "result (its length along a boolean mask's dim is not the mask's "
+                                "count of true elements, in {ops})", "InvalidInput"),
     COMPLEX_VALUE: (RuntimeError, "value cannot be converted to type of the tensor without "
                                   "overflow (a complex value with an imaginary part, in {ops})",
                     "InvalidInput"),

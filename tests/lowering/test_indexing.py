@@ -187,3 +187,26 @@ def test_bool_accumulation_is_or_and_product_is_and(fn):
     x, s = torch.rand(4, 5, generator=g) > 0.6, torch.rand(4, 5, generator=g) > 0.5
     i, j = torch.randint(0, 4, (4, 5), generator=g), torch.tensor([0, 2, 2, 1])
     check(fn, x, s, i, j)
+
+
+@pytest.mark.parametrize("n", [2, 4, 5])
+def test_a_masked_write_of_another_count_of_values_raises_at_the_read(n):
+    # eager: shape mismatch (the mask has 3 true elements); the count is known when it runs
+    import lazyxla
+    m = torch.tensor([True, False, True, True])
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        torch.zeros(4)[m] = torch.arange(1.0, n + 1)
+    x = torch.zeros(4, device=lazyxla.device())
+    x[m.to(x.device)] = torch.arange(1.0, n + 1).to(x.device)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        x.cpu()
+
+
+def test_a_masked_write_into_an_empty_selection():
+    # the mask's count sizes the values even where the rest selects nothing (zero stand-ins of
+    # the mask, for eager's empty-input errors, counted none and raised)
+    def setitem(x, m, v):
+        x = x.clone()
+        x[:, None, 1:, m] = v
+        return x
+    check(setitem, torch.zeros(2, 1, 4), torch.tensor([True, False, True, True]), torch.zeros(2, 1, 0, 3))
