@@ -307,6 +307,11 @@ for _op in _with_inplace(("uniform.default", "random.default", "random.to", "ran
                           "geometric.default", "log_normal.default", "cauchy.default")):
     check(_op)(_eager_scalar_checks(_op))
 check(aten.normal.float_float)(_eager_scalar_checks(aten.normal.float_float, sizes=2))
+# randint's bounds: in order, and within the dtype (`randint(3, 9, dtype=torch.bool)`)
+for _op, _sizes in ((aten.randint.default, 1), (aten.randint.generator, 1), (aten.randint.low, 2),
+                    (aten.randint.low_generator, 2), (aten.randint_like.default, None),
+                    (aten.randint_like.low_dtype, None)):
+    check(_op)(_eager_scalar_checks(_op, sizes=_sizes))
 
 
 @check(*_with_inplace(["index_fill.int_Scalar"]))
