@@ -53,7 +53,7 @@ def _nll_parts(x, target, weight, ignore_index, class_axis):
 
 def _nll_forward(x, target, weight, reduction, ignore_index, class_axis):
     loss, wt = _nll_parts(x, target, weight, ignore_index, class_axis)
-    loss = loss * wt
+    loss = jnp.where(target != ignore_index, loss * wt, jnp.zeros((), x.dtype))  # (+0, as eager)
     total = jnp.sum(wt)
     if reduction == 0:
         return loss, jnp.zeros((), x.dtype)
@@ -64,13 +64,10 @@ def _nll_forward(x, target, weight, reduction, ignore_index, class_axis):
 
 def _nll_backward(g, x, target, weight, reduction, ignore_index, total_weight, class_axis):
     _, wt = _nll_parts(x, target, weight, ignore_index, class_axis)
-    if reduction == 1:
-        gsc = wt * (g / total_weight)
-    elif reduction == 2:
-        gsc = wt * g
-    else:
-        gsc = wt * g
-    t = jnp.where(target != ignore_index, target, 0).astype(jnp.int64)
+    valid = target != ignore_index
+    # an ignored target's gradient is 0 even where every target is ignored (0 / 0 weight)
+    gsc = wt * (g / total_weight if reduction == 1 else g)
+    t = jnp.where(valid, target, -1).astype(jnp.int64)  # -1: no class, its row stays +0
     onehot = jnp.expand_dims(t, class_axis) == jax.lax.broadcasted_iota(
         jnp.int64, jnp.expand_dims(t, class_axis).shape[:class_axis] + (x.shape[class_axis],)
         + t.shape[class_axis:], class_axis)

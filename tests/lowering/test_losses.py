@@ -27,6 +27,17 @@ def test_nll_loss_1d_and_2d():
     check_grad(lambda x, t, w: F.nll_loss(x, t, w[0], reduction="sum"), x, t, [torch.rand(3)])
 
 
+@pytest.mark.parametrize("red", REDS)
+def test_nll_loss_with_every_target_ignored(red):
+    # mean: the loss is 0 / 0 = NaN, but the gradient stays 0 (it was 0 * (1 / 0) = NaN); ignored
+    # elements' losses and gradients are +0
+    x, t = R(2, 3), torch.tensor([1, 1])
+    for shape in ((2, 3), (2, 3, 1)):
+        check(lambda x, t: F.nll_loss(x, t, ignore_index=1, reduction=red), x.reshape(shape), t.reshape(shape[:1] + shape[2:]))
+        check_grad(lambda x, t: F.nll_loss(x, t, ignore_index=1, reduction=red), x.reshape(shape),
+                   t.reshape(shape[:1] + shape[2:]))
+
+
 @pytest.mark.parametrize("kw", [dict(), dict(label_smoothing=0.2), dict(ignore_index=1, reduction="sum"),
                                 dict(weight="w", label_smoothing=0.1)])
 def test_cross_entropy(kw):
