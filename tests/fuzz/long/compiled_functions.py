@@ -1,0 +1,87 @@
+"""torch.compile(backend="lazyxla") against eager: random small functions (arithmetic, in-place
+writes to the inputs and through views of them, returned views and inputs, reductions, matmuls,
+a graph break on .item(), control flow on shapes), each called four times on fresh values (with
+`--dynamic`: on new shapes too, under dynamic=True). Outputs, their strides (of dims longer than
+one) and the inputs' final values compared. Dynamo's TorchRuntimeError wrapping eager's
+RuntimeError of a bad program counts as the same error (it does so for every backend)."""
+import random
+import sys
+
+import torch
+import torch._dynamo
+
+import lazyxla
+from _driver import close, main, outcome
+
+D = lazyxla.device()
+DYNAMIC = "--dynamic" in sys.argv
+torch._dynamo.config.cache_size_limit = 1000
+
+STATEMENTS = [
+    "t{n} = {x} + {y}", "t{n} = {x} * 2.5 - {y}", "t{n} = torch.relu({x})",
+    "t{n} = {x}.sum(0, keepdim=True) + {y}", "t{n} = torch.where({x} > 0, {x}, {y})",
+    "t{n} = {x}.exp().clamp(max=5)", "t{n} = {x}.softmax(-1)", "t{n} = {x}.t().contiguous().t()",
+    "t{n} = {x}[0:1] * 3", "t{n} = {x}.abs().sqrt()", "{inp}.add_({y})", "{inp}.mul_(0.5)",
+    "{inp}[0].fill_(1.5)", "{inp}.t()[0].zero_()", "t{n} = {inp}[:, 0:1]", "t{n} = {inp}.view(-1)[:2]",
+    "{inp}.copy_({y})", "t{n} = {x}.mean() * {y}", "t{n} = {x}.amax(-1, keepdim=True) - {y}",
+    "t{n} = torch.cat([{x}, {y}], 0)[:{rows}]", "t{n} = {x}.max(-1, keepdim=True).values + {y}",
+    "t{n} = {x} @ {y}.t() @ {y}", "t{n} = ({x} > 0).float() * {y}", "t{n} = {x} + float({y}.sum())",
+    "t{n} = {x} * {inp}.shape[0]", "t{n} = {x}.cumsum(0)", "t{n} = torch.flip({x}, [0])",
+    "t{n} = {x}.to(torch.float64).to(torch.float32)", "t{n} = {x}.clone(); t{n}[0, 0] = 7.0",
+    "t{n} = {x}.index_select(0, torch.tensor([0], device={x}.device)) + {y}",
+    "t{n} = {x}.new_zeros({x}.shape) + {y}", "t{n} = torch.sin({x}) if {x}.shape[0] > 1 else {y}",
+]
+
+
+def _function(r):
+    lines, names = [], ["a", "b"]
+    for n in range(r.randint(1, 6)):
+        line = r.choice(STATEMENTS).format(n=n, x=r.choice(names), y=r.choice(names),
+                                           inp=r.choice(["a", "b"]), rows=r.randint(1, 3))
+        lines.append(line)
+        if line.startswith(f"t{n} "):
+            names.append(f"t{n}")
+    returned = r.sample(names, min(len(names), r.randint(1, 3)))
+    return "def f(a, b):\n" + "".join(f"    {s}\n" for s in lines) + f"    return ({', '.join(returned)},)\n"
+
+
+def _layout(t):  # strides of dims of one element are arbitrary
+    return tuple(t.shape), tuple(s for s, n in zip(t.stride(), t.shape) if n > 1), t.dtype
+
+
+def run(seed):
+    r = random.Random(seed)
+    source = _function(r)
+    scope = {"torch": torch}
+    exec(source, scope)
+    f = scope["f"]
+    compiled = torch.compile(f, backend="lazyxla", dynamic=True if DYNAMIC else None)
+    rows, cols = r.randint(2, 3), r.randint(2, 3)
+    try:
+        for call in range(4):
+            if DYNAMIC and call:
+                rows, cols = r.randint(2, 5), r.randint(2, 5)
+            g = torch.Generator().manual_seed(seed * 10 + call)
+            a0, b0 = torch.randn(rows, cols, generator=g), torch.randn(rows, cols, generator=g)
+
+            def program(fn, dev):
+                a, b = a0.clone().to(dev), b0.clone().to(dev)
+                outs = fn(a, b)
+                return [o.detach().cpu() for o in outs] + [a.cpu(), b.cpu()], [_layout(o) for o in outs]
+            want, got = outcome(lambda: program(f, "cpu")), outcome(lambda: program(compiled, D))
+            if want[0] == got[0] == "error" and (want[1], got[1]) == ("RuntimeError", "TorchRuntimeError"):
+                return None
+            if want[0] != got[0] or want[0] == "error":
+                return None if want[:2] == got[:2] else (source, call, want, got)
+            (values_want, layouts_want), (values_got, layouts_got) = want[1], got[1]
+            if not all(close(x, y, rtol=1e-4) for x, y in zip(values_want, values_got)):
+                return (source, call, "values", values_want, values_got)
+            if layouts_want != layouts_got:
+                return (source, call, "layouts", layouts_want, layouts_got)
+        return None
+    finally:
+        torch._dynamo.reset()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run, [a for a in sys.argv[1:] if a != "--dynamic"]))
