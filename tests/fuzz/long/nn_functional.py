@@ -155,8 +155,9 @@ def run(seed):
     if "antialias" in name and outcome(lambda: fn(*inputs).shape[-1])[1:] == (1,):
         return None  # eager's float antialiased kernels repeat one value down a single column
 
-    def program(dev):
-        args = [t.clone().to(dev).requires_grad_(t.is_floating_point()) for t in inputs]
+    def program(dev, dtype=None):
+        args = [t.clone().to(dev).requires_grad_(t.is_floating_point()) for t in
+                (inputs if dtype is None else [t.to(dtype) if t.is_floating_point() else t for t in inputs])]
         out = fn(*args)
         weights = torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(dev)
         (out * weights).sum().backward()
@@ -166,10 +167,19 @@ def run(seed):
         return None if want[:2] == got[:2] else (name, want, got)
     if len(want[1]) != len(got[1]):
         return (name, "gradients", len(want[1]), len(got[1]))
-    for x, y in zip(want[1], got[1]):
+    reference = None
+    for i, (x, y) in enumerate(zip(want[1], got[1])):
         # (float32 sums of many products: absolute tolerance scaled by the magnitude)
-        if not close(x, y, rtol=1e-4, atol=1e-4 * max(1.0, x.abs().max().item() if x.numel() else 1.0)):
-            return (name, "values", (x - y).abs().max().item() if x.shape == y.shape else (x.shape, y.shape))
+        if close(x, y, rtol=1e-4, atol=1e-4 * max(1.0, x.abs().max().item() if x.numel() else 1.0)):
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return (name, "layout", (x.shape, x.dtype), (y.shape, y.dtype))
+        # rounding, where lazyxla is as close to a float64 computation as eager is
+        reference = reference or program("cpu", torch.float64)
+        ref = reference[i].to(torch.float64)
+        err_eager, err_lazy = ((t.double() - ref).abs().max().item() for t in (x, y))
+        if err_lazy > max(2 * err_eager, 1e-5):
+            return (name, "values", err_eager, err_lazy)
     return None
 
 
