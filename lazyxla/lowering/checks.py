@@ -117,15 +117,6 @@ def _bernoulli(x, p=None, generator=None):
     _require((x if p is None else p).dtype, "bernoulli_tensor_cpu_p_", _floating_only)
 
 
-@check(*_ops("randint", "randint_like"))
-def _randint(*args, dtype=None, **kwargs):
-    like = args[0] if isinstance(args[0], torch.Tensor) else None
-    dtype = dtype if dtype is not None else like.dtype if like is not None else None
-    if dtype is not None and dtype.is_complex:
-        raise RuntimeError("check_random_bounds handles only integral, floating-point and boolean "
-                           "types")
-
-
 check(aten.random.default)(_random_dtypes("random_kernel_cpu", _real))
 
 
@@ -307,7 +298,8 @@ for _op in _with_inplace(("uniform.default", "random.default", "random.to", "ran
                           "geometric.default", "log_normal.default", "cauchy.default")):
     check(_op)(_eager_scalar_checks(_op))
 check(aten.normal.float_float)(_eager_scalar_checks(aten.normal.float_float, sizes=2))
-# randint's bounds: in order, and within the dtype (`randint(3, 9, dtype=torch.bool)`)
+# randint's bounds: in order, and within the dtype (`randint(3, 9, dtype=torch.bool)`); a complex
+# dtype has none
 for _op, _sizes in ((aten.randint.default, 1), (aten.randint.generator, 1), (aten.randint.low, 2),
                     (aten.randint.low_generator, 2), (aten.randint_like.default, None),
                     (aten.randint_like.low_dtype, None)):
