@@ -16,6 +16,7 @@ from lazyxla.ir import meta
 from lazyxla.ir.node import data_node
 from lazyxla.jaxenv import supports_dtype, to_device, to_host
 from lazyxla.runtime import executor
+from . import dispatch
 
 _PKG_DIRS = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.__file__))
 _active = threading.local()
@@ -83,8 +84,17 @@ def _map(tree, fn):
     return tree
 
 
+class FallbackInTrace(RuntimeError):
+    """An op reached the CPU fallback while the dynamo bridge traced a graph: the program would
+    replay this call's CPU result as a constant. Raised before anything runs; the backend then
+    splits the graph around the op."""
+
+
 def cpu_fallback(op, args, kwargs):
     name = op._schema.name.split("::")[-1] + ("" if op._overloadname == "default" else f".{op._overloadname}")
+    if dispatch.CPU_SCALAR_SOURCES is not None:  # (set while the bridge traces)
+        raise FallbackInTrace(f"lazyxla: {name} runs on the CPU for these arguments; a traced "
+                              "program cannot hold it")
     metrics.record_fallback(name, user_site())
     lazy = lazy_tensors((args, kwargs), [])
     for t in lazy:

@@ -14,6 +14,7 @@ import logging
 import torch
 
 from lazyxla import metrics
+from lazyxla.device.fallback import FallbackInTrace
 from . import partition as part
 from .absorb import absorb_scalar_chains
 from .bridge import Bridge
@@ -42,11 +43,19 @@ class CompiledGraph:
     def __call__(self, *args):
         if self.impl is None:
             self.impl = self._build(args)
-        return self.impl(*args)
+        try:
+            return self.impl(*args)
+        except FallbackInTrace:
+            # every op lowers, but not for these arguments (index_put with a mask and integers):
+            # nothing ran (the trace stopped at that op); the trial run places it
+            if type(self.impl) is not Bridge:
+                raise
+            self.impl = self._build(args, trial=True)
+            return self.impl(*args)
 
-    def _build(self, args):
+    def _build(self, args, trial=False):
         # torch.compile's fake-tensor constants are moved to the device by the graph itself
-        if part.all_statically_supported(self.gm, args):  # B6: no trial run needed
+        if not trial and part.all_statically_supported(self.gm, args):  # B6: no trial run needed
             return Bridge(self.gm, self.name)
         trial = part.trial_run(self.gm, args)
         gm, unsupported = self.gm, trial.unsupported

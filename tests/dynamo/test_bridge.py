@@ -277,6 +277,26 @@ def test_fallback_op_splits_the_graph_into_two_partitions(fresh_metrics):
     torch.testing.assert_close(out2.cpu(), _with_fallback(x))
 
 
+def _masked_write_with_integers(x, m, i):
+    x.add_(1)  # an input written before the op that falls back: applied once
+    x[m, i] = 3.0  # a mask with integer indices: lowered, but run on the CPU for these arguments
+    return x * 2
+
+
+def test_an_op_that_falls_back_for_its_arguments_is_not_baked_into_the_program(fresh_metrics):
+    # every op has a lowering, so no trial run decides; the trace reaches the CPU fallback, stops
+    # before it runs, and the graph is split around it: each call reads its own mask
+    cf = torch.compile(_masked_write_with_integers, backend="lazyxla")
+    for mask in ([True, False], [False, True], [True, True]):
+        x, m, i = torch.arange(6.0).reshape(2, 3), torch.tensor(mask), torch.tensor([0, 2])
+        xd = x.to(D)
+        out = cf(xd, m.to(D), i.to(D))
+        want = _masked_write_with_integers(x, m, i)
+        torch.testing.assert_close(out.cpu(), want)
+        torch.testing.assert_close(xd.cpu(), x)
+    assert "index_put" in " ".join(metrics.events("partition")[-1]["unsupported"])
+
+
 def _step_then_scale(x, s):
     s.add_(1)  # writes a graph input: stays on the CPU
     c = (1 - torch.pow(0.9, s)).reciprocal()  # feeds only the device op: moves into the program
