@@ -1,7 +1,7 @@
 """torch.compile(backend="lazyxla") against eager: random small functions (arithmetic, in-place
 writes to the inputs and through views of them, returned views and inputs, reductions, matmuls,
 a graph break on .item(), control flow on shapes), each called four times on fresh values (with
-`--dynamic`: on new shapes too, under dynamic=True). Outputs, their strides (of dims longer than
+`--dynamic`: on new shapes too, under dynamic=True), masked writes among them. Outputs, their strides (of dims longer than
 one) and the inputs' final values compared. Dynamo's TorchRuntimeError wrapping eager's
 RuntimeError of a bad program counts as the same error (it does so for every backend)."""
 import random
@@ -30,6 +30,8 @@ STATEMENTS = [
     "t{n} = {x}.to(torch.float64).to(torch.float32)", "t{n} = {x}.clone(); t{n}[0, 0] = 7.0",
     "t{n} = {x}.index_select(0, torch.tensor([0], device={x}.device)) + {y}",
     "t{n} = {x}.new_zeros({x}.shape) + {y}", "t{n} = torch.sin({x}) if {x}.shape[0] > 1 else {y}",
+    "{inp}[{x} > 0] = 0.5", "{inp}[{x}[:, 0] > 0, 0] = 2.0",
+    "t{n} = {x}.clone(); t{n}[{y}[:, 0] > 0, torch.tensor([0, 1], device={x}.device)] = 1.0",
 ]
 
 
@@ -41,7 +43,9 @@ def _function(r):
         lines.append(line)
         if line.startswith(f"t{n} "):
             names.append(f"t{n}")
-    returned = r.sample(names, min(len(names), r.randint(1, 3)))
+    # every result is returned: Dynamo drops dead code, and a dead statement that raises in eager
+    # would not raise compiled (under any backend)
+    returned = names[2:] + r.sample(["a", "b"], r.randint(0 if len(names) > 2 else 1, 2))
     return "def f(a, b):\n" + "".join(f"    {s}\n" for s in lines) + f"    return ({', '.join(returned)},)\n"
 
 
