@@ -85,19 +85,32 @@ _MIXED_MASK = ("lazyxla: index_put with a boolean mask and other index tensors (
                "integers of more than one element)")
 
 
-def _mask_with_int_indices(x, indices, *args, **kwargs):
-    """The positions such a write touches pair a mask's true elements with the other indices
-    (broadcast against them), which only the mask's values tell: the kernels run it on the CPU."""
-    tensors = [i for i in indices if i is not None]
-    masks = sum(i.dtype in (torch.bool, torch.uint8) for i in tensors)
-    if masks > 1 or masks and any(
-            i.dtype not in (torch.bool, torch.uint8) and i.numel() != 1 for i in tensors):
+def _index_put_indices(x, indices, *args, **kwargs):
+    """A mask must match the dims it indexes (eager's IndexError; the meta kernel lets it pass).
+    With another mask, or integers of more than one element, the positions written pair the
+    mask's true elements with them (broadcast), which only the mask's values tell: the kernels
+    run such a write on the CPU."""
+    d, masks = 0, 0
+    for i in indices:
+        if i is not None and i.dtype in _MASK_DTYPES:
+            masks += 1
+            for j, n in enumerate(i.shape):
+                if d + j < x.dim() and x.shape[d + j] != n:
+                    raise IndexError(f"The shape of the mask {list(i.shape)} at index {j} does not "
+                                     f"match the shape of the indexed tensor {list(x.shape)} at "
+                                     f"index {d + j}")
+            d += i.dim()
+        else:
+            d += 1
+    if masks > 1 or masks and any(i is not None and i.dtype not in _MASK_DTYPES and i.numel() != 1
+                                  for i in indices):
         raise Unsupported(_MIXED_MASK)
 
 
+_MASK_DTYPES = (torch.bool, torch.uint8)
 for _op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl.default,
             aten._index_put_impl_.default, aten._unsafe_index_put.default):
-    check(_op)(_mask_with_int_indices)
+    check(_op)(_index_put_indices)
 
 
 @register(aten.index_put.default, aten._index_put_impl.default, aten._unsafe_index_put.default)

@@ -32,6 +32,9 @@ BAD = {
     "index_select_dim_out_of_range": lambda d: X[0].to(d).index_select(1, torch.tensor([0]).to(d)),
     "index_put_dtype": lambda d: I.clone().to(d).index_put_((torch.tensor([0]).to(d),), torch.tensor([1.5]).to(d)),
     "index_with_float_tensor": lambda d: X.to(d)[torch.tensor([0.0]).to(d)],
+    "index_put_mask_of_another_shape": lambda d: X.clone().to(d).__setitem__(X[:, :1].to(d) > 0, 0.5),
+    "index_put_mask_of_another_length_after_a_slice": lambda d: X.clone().to(d).__setitem__(
+        (slice(None), torch.tensor([True, False]).to(d)), 0.5),
     "index_tensors_not_broadcastable": lambda d: X.to(d)[torch.tensor([0, 1]).to(d), torch.tensor([0, 1, 2]).to(d)],
     "index_put_tensors_not_broadcastable": lambda d: X.clone().to(d).index_put_(
         (torch.tensor([0, 1]).to(d), torch.tensor([0, 1, 2]).to(d)), torch.tensor(1.0).to(d)),

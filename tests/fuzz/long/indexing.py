@@ -1,7 +1,7 @@
 """Advanced indexing, read and written: integer tensors (negative, broadcasting), slices with
-steps, None, Ellipsis, boolean masks, scalars; reads, setitem of scalars and tensors, `+=`,
-index_put_ with accumulate, writes through the view a basic index returns. Indices on the CPU or
-on the device. Values and errors compared with eager's."""
+steps, None, Ellipsis, boolean masks (a few of the wrong length), scalars; reads, setitem of
+scalars and tensors, `+=`, index_put_ with accumulate, writes through the view a basic index
+returns. Indices on the CPU or on the device. Values and errors compared with eager's."""
 import random
 
 import torch
@@ -32,8 +32,9 @@ def _index(r, shape):
             idx.append(Ellipsis)
             ellipsis = True
             break
-        elif k < 0.8:
-            idx.append(torch.tensor([r.random() < 0.5 for _ in range(s)]))
+        elif k < 0.8:  # (now and then of another length, which eager refuses)
+            n = s + (r.choice([-1, 1]) if r.random() < 0.1 and s > 1 else 0)
+            idx.append(torch.tensor([r.random() < 0.5 for _ in range(n)]))
         else:
             idx.append(slice(None))
         d += 1
