@@ -82,7 +82,7 @@ def _mask_to_coords(mask):
 
 
 _MIXED_MASK = ("lazyxla: index_put with a boolean mask and other index tensors (another mask, or "
-               "integers of more than one element)")
+               "integers other than one element of at most one dim)")
 
 
 def _index_put_indices(x, indices, *args, **kwargs):
@@ -102,9 +102,9 @@ def _index_put_indices(x, indices, *args, **kwargs):
             d += i.dim()
         else:
             d += 1
-    if masks > 1 or masks and any(i is not None and i.dtype not in _MASK_DTYPES and i.numel() != 1
-                                  for i in indices):
-        raise Unsupported(_MIXED_MASK)
+    if masks > 1 or masks and any(i is not None and i.dtype not in _MASK_DTYPES
+                                  and (i.numel() != 1 or i.dim() > 1) for i in indices):
+        raise Unsupported(_MIXED_MASK)  # (a one-element index of 2 dims adds a broadcast dim)
 
 
 _MASK_DTYPES = (torch.bool, torch.uint8)

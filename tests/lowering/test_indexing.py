@@ -37,6 +37,13 @@ def test_a_mask_with_integer_indices_writes_through_the_cpu():
     check(two_masks, torch.zeros(3, 1, 3), torch.tensor([False, False, True]), torch.tensor([True] * 3),
           torch.tensor([1.0, 2.0, 3.0]), allow_fallback=True)
 
+    def one_element_of_two_dims(x, m):  # broadcasts the mask's dim into two: failed at sync
+        x = x.clone()
+        x[:, torch.tensor([[-1]]), m] += 2
+        return x
+    check(one_element_of_two_dims, torch.arange(8.0).reshape(4, 1, 2), torch.tensor([True, False]),
+          allow_fallback=True)
+
 
 def test_index_put():
     v = torch.randn(3, 3)
