@@ -69,6 +69,15 @@ def to_cpu(t: torch.Tensor) -> torch.Tensor:
         return to_host(value)
 
 
+def _host_copy(t: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor of t's value to run an op on: resizable (as out= may need), with t's strides
+    where they permute its dims, so the CPU kernel gives its result eager's layout."""
+    layout = meta.dense_layout(t)
+    if layout is None:
+        return to_cpu(t).clone()
+    return torch.empty_strided(t.shape, layout, dtype=t.dtype).copy_(to_cpu(t))
+
+
 def from_cpu(t: torch.Tensor) -> torch.Tensor:
     """A new lazyxla tensor holding a copy of CPU tensor `t`, with its strides where they are a
     permutation of its dims (as eager's `.to(device)` keeps them)."""
@@ -101,7 +110,7 @@ def cpu_fallback(op, args, kwargs):
         if not supports_dtype(t.dtype):
             raise TypeError(f"lazyxla: dtype {t.dtype} is not supported ({op})")
     materialize(lazy)
-    host = {id(t): to_cpu(t).clone() for t in lazy}  # clone: resizable, as out= may need
+    host = {id(t): _host_copy(t) for t in lazy}
     to_host_arg = lambda x: host.get(id(x), x) if isinstance(x, torch.Tensor) else x  # noqa: E731
 
     def devkw(v):
