@@ -297,6 +297,22 @@ def test_an_op_that_falls_back_for_its_arguments_is_not_baked_into_the_program(f
     assert "index_put" in " ".join(metrics.events("partition")[-1]["unsupported"])
 
 
+def _write_a_column_major_copy(a):
+    t = a.t().contiguous().t().clone()  # column-major, as eager's clone keeps it
+    t[torch.tensor([True, False], device=a.device), torch.tensor([0, 1], device=a.device)] = 1.0
+    return t
+
+
+def test_an_op_run_on_the_cpu_between_partitions_keeps_eagers_layout():
+    # the CPU kernel runs on a host copy with its input's strides (it was contiguous: the result
+    # came back (2, 1) where eager's is (1, 2))
+    a = torch.randn(2, 2)
+    out = torch.compile(_write_a_column_major_copy, backend="lazyxla")(a.to(D))
+    want = _write_a_column_major_copy(a)
+    assert out.stride() == want.stride() == (1, 2)
+    torch.testing.assert_close(out.cpu(), want)
+
+
 def _step_then_scale(x, s):
     s.add_(1)  # writes a graph input: stays on the CPU
     c = (1 - torch.pow(0.9, s)).reciprocal()  # feeds only the device op: moves into the program

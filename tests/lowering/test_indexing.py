@@ -45,18 +45,6 @@ def test_a_mask_with_integer_indices_writes_through_the_cpu():
           allow_fallback=True)
 
 
-def test_an_op_run_on_the_cpu_gives_its_result_eagers_layout():
-    # the CPU kernel runs on a host copy with the input's strides (a transposed input's functional
-    # index_put is transposed too; the host copy was contiguous)
-    import lazyxla
-    x = torch.randn(3, 4).t()
-    m, i = torch.tensor([True, False, True, False]), torch.tensor([0])
-    want = torch.ops.aten.index_put(x, [m, i], torch.tensor(1.0))
-    d = lazyxla.device()
-    got = torch.ops.aten.index_put(x.to(d), [m.to(d), i.to(d)], torch.tensor(1.0).to(d))
-    assert got.stride() == want.stride() == (1, 4)
-    torch.testing.assert_close(got.cpu(), want)
-
 
 def test_index_put():
     v = torch.randn(3, 3)
