@@ -87,9 +87,9 @@ _MIXED_MASK = ("lazyxla: index_put with a boolean mask and other index tensors (
 
 def _index_put_indices(x, indices, *args, **kwargs):
     """A mask must match the dims it indexes (eager's IndexError; the meta kernel lets it pass).
-    With another mask, or integers of more than one element, the positions written pair the
-    mask's true elements with them (broadcast), which only the mask's values tell: the kernels
-    run such a write on the CPU."""
+    With another mask, or integers other than one element of at most one dim, the positions
+    written pair the mask's true elements with them (broadcast), which only the mask's values
+    tell: the kernels run such a write on the CPU."""
     d, masks = 0, 0
     for i in indices:
         if i is not None and i.dtype in _MASK_DTYPES:
@@ -104,7 +104,7 @@ def _index_put_indices(x, indices, *args, **kwargs):
             d += 1
     if masks > 1 or masks and any(i is not None and i.dtype not in _MASK_DTYPES
                                   and (i.numel() != 1 or i.dim() > 1) for i in indices):
-        raise Unsupported(_MIXED_MASK)  # (a one-element index of 2 dims adds a broadcast dim)
+        raise Unsupported(_MIXED_MASK)
 
 
 _MASK_DTYPES = (torch.bool, torch.uint8)
