@@ -174,7 +174,7 @@ OUTPUT_FIXES: dict = {}
 META_KERNELS: dict = {}
 
 _SMALL = 4096
-_MASKS = (torch.bool, torch.uint8)
+MASK_DTYPES = (torch.bool, torch.uint8)  # index tensors that select by value, not position
 
 
 def _check_empty_inputs(op, args, kwargs) -> None:
@@ -190,7 +190,7 @@ def _check_empty_inputs(op, args, kwargs) -> None:
               if isinstance(a, torch.Tensor)]
     if not any(t.numel() == 0 for t in inputs):
         return
-    if any(isinstance(a, (list, tuple)) and any(isinstance(i, torch.Tensor) and i.dtype in _MASKS
+    if any(isinstance(a, (list, tuple)) and any(isinstance(i, torch.Tensor) and i.dtype in MASK_DTYPES
                                                 for i in a) for a in args):
         return  # index masks: zero stand-ins would select nothing, and misjudge the values' shape
     try:

@@ -93,18 +93,20 @@ def _random_dtypes(kernel, allowed):
     return fn
 
 
-check(*_ops("log_normal", "log_normal_"))(
-    _random_dtypes("log_normal_cpu", lambda t: t.is_floating_point))
-check(*_ops("geometric", "geometric_"))(
-    _random_dtypes("geometric_cpu", lambda t: t is not torch.bool and not t.is_complex))
-
-
 def _real(dtype) -> bool:
     return not dtype.is_complex
 
 
 def _floating_only(dtype) -> bool:
     return dtype.is_floating_point
+
+
+def _real_number(dtype) -> bool:  # integers and floating types: no bool, no complex
+    return dtype is not torch.bool and not dtype.is_complex
+
+
+check(*_ops("log_normal", "log_normal_"))(_random_dtypes("log_normal_cpu", _floating_only))
+check(*_ops("geometric", "geometric_"))(_random_dtypes("geometric_cpu", _real_number))
 
 
 # bernoulli: self is never complex; probabilities (a tensor p, or self itself) are floating
@@ -123,7 +125,7 @@ check(aten.random.default)(_random_dtypes("random_kernel_cpu", _real))
 @check(*_ops("randperm"))
 def _randperm(n, *args, dtype=None, **kwargs):
     if dtype is not None:
-        _require(dtype, "randperm", lambda t: t is not torch.bool and not t.is_complex)
+        _require(dtype, "randperm", _real_number)
 
 
 @check(aten.normal.float_Tensor, aten.normal.Tensor_Tensor)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from lazyxla.ir.meta import MASK_DTYPES
 from .checks import check
 from .pointwise import convert
 from .registry import (INDEX, INDEX_BOUNDS, MASK_VALUES, MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE,
@@ -92,7 +93,7 @@ def _index_put_indices(x, indices, *args, **kwargs):
     tell: the kernels run such a write on the CPU."""
     d, masks = 0, 0
     for i in indices:
-        if i is not None and i.dtype in _MASK_DTYPES:
+        if i is not None and i.dtype in MASK_DTYPES:
             masks += 1
             for j, n in enumerate(i.shape):
                 if d + j < x.dim() and x.shape[d + j] != n:
@@ -102,12 +103,11 @@ def _index_put_indices(x, indices, *args, **kwargs):
             d += i.dim()
         else:
             d += 1
-    if masks > 1 or masks and any(i is not None and i.dtype not in _MASK_DTYPES
+    if masks > 1 or masks and any(i is not None and i.dtype not in MASK_DTYPES
                                   and (i.numel() != 1 or i.dim() > 1) for i in indices):
         raise Unsupported(_MIXED_MASK)
 
 
-_MASK_DTYPES = (torch.bool, torch.uint8)
 for _op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl.default,
             aten._index_put_impl_.default, aten._unsafe_index_put.default):
     check(_op)(_index_put_indices)
