@@ -6,6 +6,7 @@ runtime scalars (their value cannot change a shape or dtype)."""
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import torch
 
@@ -36,6 +37,38 @@ def stand_in(x, device: str, elements: bool = True):
 
 def _to_meta(x):
     return stand_in(x, "meta")
+
+
+def _run_meta(op, args, kwargs):
+    fn, margs = META_KERNELS.get(op, op), _to_meta(args)
+    mkw = {k: _to_meta(v) for k, v in kwargs.items()}
+    if not _writes_self(op):
+        return fn(*margs, **mkw)
+    # Some in-place meta kernels resize self to the broadcast shape, with out='s warning
+    # (clamp_ with tensor bounds); eager's in-place ops never resize: they raise.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        raw = fn(*margs, **mkw)
+    for w in seen:
+        if str(w.message).startswith("An output with one or more elements was resized"):
+            raise RuntimeError(f"output with shape {list(args[0].shape)} doesn't match the "
+                               f"broadcast shape {list(raw.shape)}")
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return raw
+
+
+def _writes_self(op) -> bool:
+    """An in-place overload: its first argument is written (x.add_(y), not out= overloads)."""
+    known = _WRITES_SELF.get(op)
+    if known is None:
+        a = op._schema.arguments
+        info = a[0].alias_info if a else None
+        known = _WRITES_SELF[op] = bool(info is not None and info.is_write and not a[0].kwarg_only
+                                        and isinstance(op, torch._ops.OpOverload))
+    return known
+
+
+_WRITES_SELF: dict = {}
 
 
 def _spec(out):
@@ -73,7 +106,7 @@ def infer_keyed(op, key, args, kwargs):
     for check in SIGNATURE_CHECKS:
         check(op, args, kwargs)
     try:
-        raw = META_KERNELS.get(op, op)(*_to_meta(args), **{k: _to_meta(v) for k, v in kwargs.items()})
+        raw = _run_meta(op, args, kwargs)
         if op in OUTPUT_FIXES:
             raw = OUTPUT_FIXES[op](raw, *args, **kwargs)
         out = _spec(raw)

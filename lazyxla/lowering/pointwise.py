@@ -341,6 +341,8 @@ def isnan(x):
 
 @register(aten.isinf.default)
 def isinf(x):
+    if jnp.iscomplexobj(x):  # eager: either part infinite
+        return jnp.isinf(x.real) | jnp.isinf(x.imag)
     return jnp.isinf(x) if is_float(x.dtype) else jnp.zeros(x.shape, bool)
 
 
@@ -365,6 +367,8 @@ def signbit(x):
 
 @register(aten.nan_to_num.default)
 def nan_to_num(x, nan=None, posinf=None, neginf=None):
+    if jnp.iscomplexobj(x):  # eager replaces in each part, with the real dtype's extremes
+        return lax.complex(nan_to_num(x.real, nan, posinf, neginf), nan_to_num(x.imag, nan, posinf, neginf))
     if not is_float(x.dtype):
         return x
     fi = jnp.finfo(x.dtype)

@@ -80,6 +80,16 @@ def test_unary(name, dt):
     check(UNARY[name], x, **tol)
 
 
+@pytest.mark.parametrize("dt", [torch.complex64, torch.complex128])
+def test_special_values_of_complex_numbers(dt):
+    # a complex number is infinite when either part is; nan_to_num replaces in each part, with
+    # the real dtype's extremes
+    z = torch.tensor([complex(1, inf), complex(nan, -inf), complex(inf, 0), complex(-inf, nan),
+                      complex(nan, 2), 1 + 2j], dtype=dt)
+    check(lambda z: (z.isinf(), z.isnan(), z.isfinite(), torch.nan_to_num(z),
+                     torch.nan_to_num(z, 1.0, 100.0, -50.0)), z)
+
+
 def test_unary_f64_and_small_ints():
     fns = [torch.exp, torch.log1p, torch.sqrt, torch.sigmoid, torch.erfinv, torch.round, torch.sign,
            torch.abs, torch.neg]
@@ -301,6 +311,20 @@ def test_clamp_promotion_and_tensor_bounds():
     hi = torch.tensor([[0.0], [2.0]])
     check(lambda x, lo, hi: (x.clamp(lo, hi), x.clamp(min=lo), x.clamp(max=hi),
                              torch.clamp_min(x, lo), torch.clamp_max(x, hi)), x, lo, hi)
+
+
+def test_inplace_clamp_with_tensor_bounds_of_a_larger_shape_raises_as_eager():
+    # PyTorch's meta kernels of clamp_/clamp_min_/clamp_max_ resize self (out='s rule, with a
+    # warning); eager's in-place ops raise instead
+    calls = (lambda x, b: x.clamp_(b), lambda x, b: x.clamp_(None, b), lambda x, b: x.clamp_min_(b),
+             lambda x, b: x.clamp_max_(b), lambda x, b: x.clamp_(torch.tensor(0.0), b))
+    for device in ("cpu", lazyxla.device()):
+        xd, big = torch.zeros((), device=device), torch.ones(3, device=device)
+        for f in calls:
+            with pytest.raises(RuntimeError, match=r"output with shape \[\] doesn't match the "
+                                                   r"broadcast shape \[3\]"):
+                f(xd, big)
+    assert xd.shape == () and xd.cpu().item() == 0.0  # not resized, not written
 
 
 def test_lerp_addcmul_addcdiv():
