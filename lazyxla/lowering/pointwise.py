@@ -24,7 +24,7 @@ from jax import lax
 from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
 from .exact_arith import rounder
-from .registry import COMPLEX_VALUE, aten, check_divisor, check_values, register
+from .registry import COMPLEX_VALUE, astype, aten, check_divisor, check_values, register
 
 _F32 = np.dtype(np.float32)
 _HALF = {np.dtype(jnp.bfloat16), np.dtype(np.float16)}
@@ -60,7 +60,7 @@ def convert(x, dt):
     x = jnp.asarray(x)
     if jnp.iscomplexobj(x) and np.dtype(dt) == np.bool_:
         return x != 0
-    return lax.convert_element_type(x, dt)
+    return astype(x, dt)
 
 
 def cast(dt, *xs):

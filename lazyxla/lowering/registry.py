@@ -265,6 +265,15 @@ def mutated_args(op) -> tuple[int, ...]:
                  if a.alias_info is not None and a.alias_info.is_write)
 
 
+def astype(x, dt):
+    """x converted to dtype dt. A bool becomes 1 or 0 by a select: XLA rewrites products and
+    quotients of a converted bool into selects (`x * mask.float()` -> select(mask, x, 0)), which
+    would give 0 where eager's False * NaN or * inf, or False / 0, gives NaN."""
+    if x.dtype == jnp.bool_ and (jnp.issubdtype(dt, jnp.inexact)):
+        return jnp.where(x, jnp.ones((), dt), jnp.zeros((), dt))
+    return jax.lax.convert_element_type(x, dt)
+
+
 def weak_scalar(x):
     """A 0-d array that promotes like a Python scalar (weak type), as PyTorch's Scalar does."""
     from jax._src.lax import lax as _lax  # JAX exposes weak typing only through this

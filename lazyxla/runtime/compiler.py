@@ -35,7 +35,7 @@ def _cast(value, shape, dtype, low):
         return value
     if want == _E4M3FN and jnp.issubdtype(value.dtype, jnp.floating):
         value = jnp.clip(value, -448, 448)  # PyTorch saturates (inf too); XLA would give NaN
-    return value.astype(want)
+    return registry.astype(value, want)
 
 
 _E4M3FN = np_dtype(torch.float8_e4m3fn)

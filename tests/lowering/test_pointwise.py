@@ -327,6 +327,16 @@ def test_inplace_clamp_with_tensor_bounds_of_a_larger_shape_raises_as_eager():
     assert xd.shape == () and xd.cpu().item() == 0.0  # not resized, not written
 
 
+def test_bools_in_products_and_quotients_keep_eager_nans():
+    # XLA rewrites x * convert(mask) into select(mask, x, 0), and a quotient by a broadcast into a
+    # product: False * NaN, False * inf and False / 0 must stay NaN, as in eager
+    x = torch.tensor([[nan, inf, -inf, 1.0], [nan, inf, -inf, 1.0]])
+    m = torch.tensor([[False, False, False, False], [True, False, True, True]])
+    check(lambda x, m: (x * m.float(), x * m, m.double() * x, (x * m).sum(0)), x, m)
+    check(lambda m, i: (m / i, m.float() / i, torch.div(m, i.float())), m[:, :3],
+          torch.tensor([[-3, 0, 2]]))
+
+
 def test_lerp_addcmul_addcdiv():
     a, b, w = torch.randn(2, 3), torch.randn(2, 3), torch.rand(2, 3) * 1.4 - 0.2
     check(lambda a, b: (a.lerp(b, 0.3), a.lerp(b, 0.8), a.lerp(b, -1.5)), a, b)
