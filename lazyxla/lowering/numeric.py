@@ -26,14 +26,33 @@ def polar(abs_, angle, _meta):
     return abs_ * jnp.cos(angle) + 1j * (abs_ * jnp.sin(angle))
 
 
-@register(aten.gcd.default)
-def gcd(x, y):
-    return jnp.gcd(x, y)
+@register(aten.gcd.default, meta=True)
+def gcd(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    return _euclid(x, y)
 
 
-@register(aten.lcm.default)
-def lcm(x, y):
-    return jnp.abs(jnp.lcm(x, y))
+def _euclid(a, b):
+    """Eager's Euclid on |a|, |b| with C's truncated remainder. jnp.gcd never ends where a value
+    is the dtype's minimum (its abs stays negative); here the remainder's magnitude shrinks on
+    every step whatever the signs, so the loop ends, and gcd(0, INT_MIN) is INT_MIN, as eager's."""
+    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
+
+    def step(ab):
+        a, b = ab
+        nz = a != 0
+        return jnp.where(nz, lax.rem(b, jnp.where(nz, a, 1)), 0), jnp.where(nz, a, b)
+    return lax.while_loop(lambda ab: jnp.any(ab[0] != 0), step, (a, b))[1]
+
+
+@register(aten.lcm.default, meta=True)
+def lcm(x, y, _meta):
+    x, y = jnp.broadcast_arrays(*compute(_meta, x, y))
+    g = _euclid(x, y)
+    # C++ computes narrow integers' |x / g * y| in int and truncates the result
+    out, wide = x.dtype, jnp.int32 if x.dtype.itemsize < 4 else x.dtype
+    x, y, g = x.astype(wide), y.astype(wide), g.astype(wide)
+    return jnp.where(g == 0, 0, jnp.abs(lax.div(x, jnp.where(g == 0, 1, g)) * y)).astype(out)
 
 
 @register(aten.igamma.default, meta=True)

@@ -27,6 +27,24 @@ def test_gcd_lcm_int64():
     check(torch.lcm, i, j)
 
 
+@pytest.mark.parametrize("dt", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8])
+def test_gcd_lcm_of_the_dtype_extremes_end_and_wrap_as_eager(dt):
+    # jnp.gcd loops forever on the dtype's minimum (its abs stays negative); eager's lcm of
+    # narrow ints computes |x / g * y| in int, then truncates
+    info = torch.iinfo(dt)
+    v = torch.tensor([0, 1, -1, 6, -12, 35, 120, -100, info.max, info.min, info.min + 1])
+    a, b = (t.reshape(-1) for t in torch.meshgrid(v.clamp(info.min, info.max).unique().to(dt),
+                                                   v.clamp(info.min, info.max).unique().to(dt),
+                                                   indexing="ij"))
+    check(torch.gcd, a, b)
+    if dt in (torch.int32, torch.int64):  # eager's vectorized lcm dies (SIGFPE) at the minimum
+        keep = (a != info.min) & (b != info.min)
+        a, b = a[keep], b[keep]
+    check(torch.lcm, a, b)
+    check(torch.gcd, torch.tensor([[-1, -4, 1]], dtype=torch.int16),
+          torch.tensor([-3, -2 ** 31, 3], dtype=torch.int32))  # mixed dtypes, broadcast
+
+
 def test_incomplete_gamma_and_mvlgamma():
     check(torch.igamma, A.abs() + 0.1, B.abs())
     check(torch.igammac, A.abs() + 0.1, B.abs())
