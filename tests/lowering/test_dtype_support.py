@@ -80,6 +80,15 @@ REJECTED.update({
     # decomposed ops (no lowering of their own): checked once per signature too
     "floor_divide_complex": lambda d: torch.floor_divide(_of(CF, 3)(d), 2),
     "unfold_long": lambda d: F.unfold(_of(L, 1, 1, 4, 4)(d), 2),
+    # out= tensors of a dtype the kernel does not write (PyTorch's meta kernels cast to any)
+    "clamp_out_double": lambda d: torch.clamp(F32.to(d), 0, 1, out=_of(torch.float64, 2, 2)(d)),
+    "round_out_half": lambda d: torch.round(F32.to(d), out=_of(torch.float16, 2, 2)(d)),
+    "neg_out_long": lambda d: torch.neg(F32.to(d), out=_of(L, 2, 2)(d)),
+    "lerp_out_of_halves_float": lambda d: torch.lerp(F32.half().to(d), F32.half().to(d),
+                                                     F32.half().to(d), out=_of(torch.float32, 2, 2)(d)),
+    "nan_to_num_out_half": lambda d: torch.nan_to_num(I.to(d), out=_of(torch.float16, 2, 2)(d)),
+    "amax_out_double": lambda d: torch.amax(F32.to(d), 0, out=_of(torch.float64, 2)(d)),
+    "heaviside_out_half": lambda d: torch.heaviside(F32.to(d), F32.to(d), out=_of(torch.float16, 2, 2)(d)),
     # random ops never run on stand-ins: their own checks
     "geometric_bool": lambda d: _of(BO, 3)(d).geometric_(0.5),
     "geometric_complex": lambda d: _of(CF, 3)(d).geometric_(0.5),
@@ -99,6 +108,8 @@ def test_a_dtype_eager_rejects_raises_eagers_error_at_the_call(fn):
 
 def test_dtypes_eager_supports_are_unaffected():
     d = lazyxla.device()
+    out = _of(torch.float64, 2, 2)(d)  # an out= tensor eager's add casts into
+    torch.testing.assert_close(torch.add(F32.to(d), 1, out=out).cpu(), F32.double() + 1)
     for fn in (lambda x: (x * 2 + 1j) * x.conj(), lambda x: x.abs() + x.real):
         torch.testing.assert_close(fn(C.to(d)).cpu(), fn(C))
     torch.testing.assert_close((B.to(d) & ~B.to(d)).cpu(), B & ~B)
