@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
-from .pointwise import log_add_exp_complex
+from .arithmetic import log_add_exp_complex
 from .registry import aten, register
 
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))

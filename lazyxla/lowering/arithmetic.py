@@ -1,0 +1,285 @@
+"""Arithmetic lowerings: add, sub, mul, division and remainders, powers, atan2, hypot, copysign,
+nextafter, maximum/minimum, xlogy, heaviside, logaddexp, lerp, addcmul, addcdiv. The conventions
+are pointwise.py's: compute in the result dtype's opmath, and follow the C++ kernels' formulas for
+integer division, remainder and powers (floor/trunc rounding, the remainder's sign, int powers by
+negative exponents) and C99's values for complex exp/log where a part is infinite."""
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import torch
+from jax import lax
+
+from lazyxla.ir import meta
+from .pointwise import cast, compute, is_bool, is_float, is_int, out_dtype
+from .registry import aten, check_divisor, register
+
+@register(aten.add.Tensor, aten.add.Scalar, meta=True)
+def add(x, y, alpha=1, _meta=None):
+    x, y, alpha = compute(_meta, x, y, alpha)
+    return x + y * alpha
+
+
+@register(aten.sub.Tensor, aten.sub.Scalar, meta=True)
+def sub(x, y, alpha=1, _meta=None):
+    x, y, alpha = compute(_meta, x, y, alpha)
+    return x - y * alpha
+
+
+@register(aten.rsub.Tensor, aten.rsub.Scalar, meta=True)
+def rsub(x, y, alpha=1, _meta=None):
+    x, y, alpha = compute(_meta, x, y, alpha)
+    return y - x * alpha
+
+
+@register(aten.mul.Tensor, aten.mul.Scalar, meta=True)
+def mul(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    return x * y
+
+
+def _rem(x, y):
+    check_divisor(x, y)
+    return lax.rem(*jnp.broadcast_arrays(x, y))
+
+
+def _trunc_div(x, y):
+    check_divisor(x, y)
+    x, y = jnp.broadcast_arrays(x, y)
+    return lax.div(x, y) if not is_float(x.dtype) else jnp.trunc(x / y)
+
+
+def _floor_div(x, y):
+    if is_bool(x.dtype):
+        return x & y
+    if not is_float(x.dtype):
+        check_divisor(x, y)
+        x, y = jnp.broadcast_arrays(x, y)
+        q, r = lax.div(x, y), lax.rem(x, y)
+        return q - ((r != 0) & ((r < 0) != (y < 0))).astype(x.dtype)
+    # c10 div_floor_floating: exact quotient from fmod, then floor, corrected to nearest.
+    mod = _rem(x, y)
+    div = (x - mod) / y
+    div = jnp.where((mod != 0) & ((y < 0) != (mod < 0)), div - 1, div)
+    fl = jnp.floor(div)
+    fl = jnp.where(div - fl > 0.5, fl + 1, fl)
+    fl = jnp.where(div != 0, fl, jnp.copysign(jnp.zeros_like(div), x / y))
+    return jnp.where(y == 0, x / y, fl)
+
+
+@register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, meta=True)
+def div(x, y, rounding_mode=None, _meta=None):
+    x, y = compute(_meta, x, y)
+    if rounding_mode is None:
+        return x / y
+    if rounding_mode == "trunc":
+        return _trunc_div(x, y)
+    if rounding_mode == "floor":
+        return _floor_div(x, y)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+@register(aten.floor_divide.default, aten.floor_divide.Scalar, meta=True)
+def floor_divide(x, y, _meta):
+    return _floor_div(*compute(_meta, x, y))
+
+
+@register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor, meta=True)
+def remainder(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    r = _rem(x, y)  # C fmod / truncated remainder: sign of the dividend
+    return jnp.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
+
+
+@register(aten.fmod.Tensor, aten.fmod.Scalar, meta=True)
+def fmod(x, y, _meta):
+    return _rem(*compute(_meta, x, y))
+
+
+def _int_pow(x, y):
+    pos = jnp.power(x, jnp.where(y < 0, jnp.zeros_like(y), y))
+    one = jnp.ones_like(x)
+    odd = (y % 2) != 0
+    neg = jnp.where(x == 1, one, jnp.where(x == -1, jnp.where(odd, -one, one), jnp.zeros_like(x)))
+    return jnp.where(y < 0, neg, pos)
+
+
+@register(aten.pow.Tensor_Tensor, aten.pow.Scalar, meta=True)
+def pow(x, y, _meta):
+    dt = out_dtype(_meta)
+    if is_bool(dt):
+        return cast(dt, x) | ~cast(dt, y)
+    x, y = compute(_meta, x, y)
+    if is_int(dt):
+        return _int_pow(x, y)
+    if jnp.iscomplexobj(x):
+        return _complex_pow(x, y)
+    return jnp.power(x, y)
+
+
+def _complex_pow(x, y):
+    """jnp.power with the values PyTorch's CPU kernel gives where it computes exp(y * log(x))
+    literally: for a zero base 0 where re(y) > 0, inf+NaNj where re(y) < 0, NaN+NaNj otherwise
+    (0 ** 0 too); NaN for 1 ** inf, 1 ** NaN, NaN ** 0 and inf ** 0 (jnp.power gives 1)."""
+    out = jnp.power(x, y)
+    re, nan = jnp.real(y), complex(math.nan, math.nan)
+    zero = jnp.where(re > 0, 0, jnp.where(re < 0, complex(math.inf, math.nan), nan))
+    out = jnp.where(x == 0, zero.astype(out.dtype), out)
+    undefined = ((x == 1) & ~jnp.isfinite(y)) | (~jnp.isfinite(x) & (y == 0))
+    return jnp.where(undefined, jnp.asarray(nan, out.dtype), out)
+
+
+@register(aten.pow.Tensor_Scalar, meta=True)
+def pow_tensor_scalar(x, y, _meta):
+    out = pow(x, y, _meta=_meta)
+    if jnp.iscomplexobj(out):  # a scalar exponent 0 gives 1, whatever the base (eager's shortcut)
+        return jnp.where(compute(_meta, y) == 0, jnp.ones_like(out), out)
+    if not is_float(out.dtype):
+        return out
+    # PyTorch's CPU kernel takes sqrt/rsqrt for exponents +-0.5: pow(-inf, 0.5) is NaN there.
+    x, y = compute(_meta, x, y)
+    return jnp.where(y == 0.5, jnp.sqrt(x), jnp.where(y == -0.5, lax.rsqrt(x), out))
+
+
+def _bool_pow_dtype(out, x, y):
+    """A bool tensor to a bool power stays bool on the CPU (True ** False is True); PyTorch's meta
+    kernel says int64, as for an int exponent."""
+    return out.to(torch.bool) if x.dtype is torch.bool and type(y) is bool else out
+
+
+meta.OUTPUT_FIXES[aten.pow.Tensor_Scalar] = _bool_pow_dtype
+
+
+def _bool_pow_inplace_meta(x, exponent):
+    """bool_tensor.pow_(True) writes bools, as its functional form (above); PyTorch's in-place
+    meta kernel refuses it as a cast from int64."""
+    if x.dtype is torch.bool and type(exponent) is bool:
+        return x
+    return aten.pow_.Scalar(x, exponent)
+
+
+meta.META_KERNELS[aten.pow_.Scalar] = _bool_pow_inplace_meta
+
+
+@register(aten.atan2.default, meta=True)
+def atan2(x, y, _meta):
+    return jnp.arctan2(*compute(_meta, x, y))
+
+
+@register(aten.hypot.default, meta=True)
+def hypot(x, y, _meta):
+    return jnp.hypot(*compute(_meta, x, y))
+
+
+@register(aten.copysign.Tensor, aten.copysign.Scalar, meta=True)
+def copysign(x, y, _meta):
+    return jnp.copysign(*compute(_meta, x, y))
+
+
+@register(aten.nextafter.default, meta=True)
+def nextafter(x, y, _meta):
+    return jnp.nextafter(*cast(out_dtype(_meta), x, y))
+
+
+@register(aten.maximum.default, meta=True)
+def maximum(x, y, _meta):
+    return jnp.maximum(*cast(out_dtype(_meta), x, y))  # NaN-propagating
+
+
+@register(aten.minimum.default, meta=True)
+def minimum(x, y, _meta):
+    return jnp.minimum(*cast(out_dtype(_meta), x, y))
+
+
+@register(aten.fmax.default, meta=True)
+def fmax(x, y, _meta):
+    return jnp.fmax(*cast(out_dtype(_meta), x, y))
+
+
+@register(aten.fmin.default, meta=True)
+def fmin(x, y, _meta):
+    return jnp.fmin(*cast(out_dtype(_meta), x, y))
+
+
+@register(aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self, meta=True)
+def xlogy(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    r = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
+    return jnp.where(y != y, y, r)
+
+
+@register(aten.heaviside.default, meta=True)
+def heaviside(x, values, _meta):
+    x, values = cast(out_dtype(_meta), x, values)
+    return jnp.where(x == 0, values, (x > 0).astype(x.dtype))
+
+
+def _cexp(z):
+    """exp of a complex array with C99's values (Annex G) where a part is infinite, as eager's
+    std::exp: exp(-inf + iy) = 0 for every y, exp(+inf + 0j) = +inf + 0j, exp(+inf + i inf or NaN)
+    = +inf + NaN j (exp(re) * sin(im) would be 0 * inf or inf * 0 = NaN)."""
+    re, im = z.real, z.imag
+    m = jnp.exp(re)
+    out = lax.complex(m * jnp.cos(im), jnp.where(im == 0, im, m * jnp.sin(im)))
+    out = jnp.where((re == jnp.inf) & ~jnp.isfinite(im),
+                    jnp.full((), complex(math.inf, math.nan), z.dtype), out)
+    return jnp.where(re == -jnp.inf, jnp.zeros((), z.dtype), out)
+
+
+def _clog(z):
+    """log of a complex array with C99's values: |z| = inf when either part is infinite, even if
+    the other is NaN (log(NaN + i inf) = inf + NaN j)."""
+    re, im = z.real, z.imag
+    r = jnp.where(jnp.isinf(re) | jnp.isinf(im), jnp.full((), jnp.inf, re.dtype), jnp.abs(z))
+    return lax.complex(jnp.log(r), jnp.arctan2(im, re))
+
+
+def log_add_exp_complex(x, y):
+    """log(exp(x) + exp(y)) of complex arrays as eager's `_log_add_exp_helper` (ATen
+    native/cpu/LogAddExp.h), which logaddexp and logcumsumexp use: the arguments are ordered by real
+    part (ties: min = y), result = log1p(exp(min - max)) + max, so the imaginary part is max's plus
+    the angle of 1 + exp(min - max) (never wrapped into (-pi, pi]). A NaN in either (real or imaginary
+    part) gives NaN + NaN j; equal infinite real parts give min at -inf, log(exp(min) + exp(max))
+    at +inf."""
+    swap = x.real < y.real
+    mn, mx = jnp.where(swap, x, y), jnp.where(swap, y, x)
+    r = jnp.log1p(_cexp(mn - mx)) + mx
+    inf_tie = jnp.isinf(mn.real) & (mn.real == mx.real)
+    r = jnp.where(inf_tie, jnp.where(mn.real < 0, mn, _clog(_cexp(mn) + _cexp(mx))), r)
+    nan = jnp.isnan(x.real) | jnp.isnan(x.imag) | jnp.isnan(y.real) | jnp.isnan(y.imag)
+    return jnp.where(nan, jnp.full((), complex(math.nan, math.nan), r.dtype), r)
+
+
+@register(aten.logaddexp.default, meta=True)
+def logaddexp(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    if jnp.iscomplexobj(x):
+        return log_add_exp_complex(x, y)
+    r = jnp.maximum(x, y) + jnp.log1p(jnp.exp(-jnp.abs(x - y)))
+    return jnp.where(jnp.isinf(x) & (x == y), x, r)
+
+
+@register(aten.logaddexp2.default, meta=True)
+def logaddexp2(x, y, _meta):
+    x, y = compute(_meta, x, y)
+    r = jnp.maximum(x, y) + jnp.log1p(jnp.exp2(-jnp.abs(x - y))) * (1 / math.log(2))
+    return jnp.where(jnp.isinf(x) & (x == y), x, r)
+
+
+@register(aten.lerp.Scalar, aten.lerp.Tensor, meta=True)
+def lerp(x, end, weight, _meta):
+    x, end, weight = compute(_meta, x, end, weight)
+    return jnp.where(jnp.abs(weight) < 0.5, x + weight * (end - x), end - (end - x) * (1 - weight))
+
+
+@register(aten.addcmul.default, meta=True)
+def addcmul(x, t1, t2, value=1, _meta=None):
+    x, t1, t2, value = compute(_meta, x, t1, t2, value)
+    return x + value * t1 * t2
+
+
+@register(aten.addcdiv.default, meta=True)
+def addcdiv(x, t1, t2, value=1, _meta=None):
+    x, t1, t2, value = compute(_meta, x, t1, t2, value)
+    return x + value * t1 / t2
