@@ -308,11 +308,18 @@ for _op, _sizes in ((aten.randint.default, 1), (aten.randint.generator, 1), (ate
     check(_op)(_eager_scalar_checks(_op, sizes=_sizes))
 
 
-@check(*_with_inplace(["index_fill.int_Scalar"]))
+@check(*_with_inplace(["index_fill.int_Scalar", "index_fill.int_Tensor"]))
 def _index_fill(x, dim, index, value):
-    if type(value) is complex and not x.is_complex():
+    complex_value = value.is_complex() if isinstance(value, torch.Tensor) else type(value) is complex
+    if complex_value and not x.is_complex():
         raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not "
                            "supported")
+
+
+@check(aten.linalg_cross.default)
+def _cross(x, y, dim=-1):
+    if x.dtype != y.dtype:  # (XLA would promote)
+        raise RuntimeError(f"expected scalar type {type_name(x.dtype)} but found {type_name(y.dtype)}")
 
 
 # Scalar-typed arguments (fill values, clamp bounds, exponents, alpha) are runtime values, not

@@ -33,12 +33,12 @@ _DTYPE_ERRORS = re.compile(
     r"inputs to be Half, Float or Double tensors but got (?!Half|BFloat16|Float|Double)|Integer "
     r"division with addcdiv is no longer supported|to be non-complex|result type \w+ can't be "
     r"cast to the desired output type|cannot be converted to type \w+ without overflow")
-# An out= tensor of a dtype the kernel does not write (the meta kernels cast to any): always
-# eager's error, half dtypes included
-_OUT_DTYPE_ERRORS = re.compile(
+# Dtypes a kernel needs to agree: an out= tensor of a dtype it does not write (the meta kernels
+# cast to any), lerp's and heaviside's inputs. Always eager's error, half dtypes included.
+_DTYPES_DISAGREE = re.compile(
     r"^Found dtype \w+ but expected \w+|dtype of out: \w+ should be same as input|Expected out "
     r"tensor to have dtype|Expected the dtype for input and out to match|heaviside is not yet "
-    r"implemented for tensors with different dtypes")
+    r"implemented for tensors with different dtypes|^expected dtype [\w: ]+ for `\w+` but got dtype")
 # an op may lack these on the CPU only: lazyxla keeps computing them
 _ALLOWED = re.compile(r"'(Half|BFloat16|Float8\w*)'|\b(Half|BFloat16)\b")
 _RANDOM = re.compile(r"rand|bernoulli|normal|dropout|multinomial|exponential|geometric|cauchy|"
@@ -117,7 +117,7 @@ _NOT_DTYPE, _DTYPE, _HALF = 0, 1, 2  # what a stand-in's error says of the call'
 
 def _dtype_error(e: Exception) -> int:
     message = str(e)
-    if _OUT_DTYPE_ERRORS.search(message):
+    if _DTYPES_DISAGREE.search(message):
         return _DTYPE
     if isinstance(e, NotImplementedError):  # (not "Could not run ... on the 'CPU' backend")
         dtype_error = ("not implemented for '" in message or "supported for complex" in message

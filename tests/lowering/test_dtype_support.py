@@ -89,6 +89,13 @@ REJECTED.update({
     "nan_to_num_out_half": lambda d: torch.nan_to_num(I.to(d), out=_of(torch.float16, 2, 2)(d)),
     "amax_out_double": lambda d: torch.amax(F32.to(d), 0, out=_of(torch.float64, 2)(d)),
     "heaviside_out_half": lambda d: torch.heaviside(F32.to(d), F32.to(d), out=_of(torch.float16, 2, 2)(d)),
+    # inputs whose dtypes must agree or convert
+    "index_fill_complex_0dim_value": lambda d: I.to(d).index_fill(0, torch.tensor([0], device=d),
+                                                                  torch.tensor(1j, device=d)),
+    "cross_byte_bool": lambda d: torch.linalg.cross(_of(torch.uint8, 2, 3)(d), _of(BO, 2, 3)(d)),
+    "cross_float_double": lambda d: torch.cross(_of(torch.float32, 2, 3)(d),
+                                                _of(torch.float64, 2, 3)(d), dim=1),
+    "lerp_int8_int32": lambda d: torch.lerp(_of(torch.int8, 3)(d), _of(torch.int32, 3)(d), 0.5),
     # random ops never run on stand-ins: their own checks
     "geometric_bool": lambda d: _of(BO, 3)(d).geometric_(0.5),
     "geometric_complex": lambda d: _of(CF, 3)(d).geometric_(0.5),
