@@ -71,8 +71,15 @@ def cast(dt, *xs):
 
 
 def compute(_meta, *xs):
-    """xs cast to the opmath dtype of the op's result."""
-    return cast(opmath(out_dtype(_meta)), *xs)
+    """xs cast to the opmath dtype of the op's result. Integer and bool tensors pass through a
+    half result dtype first, as eager casts its inputs to the common dtype (an int64 beyond
+    float16's range is inf there; 0-dim ones, which CPU kernels may read unrounded, do not)."""
+    dt = out_dtype(_meta)
+    wide = opmath(dt)
+    if wide != dt:
+        xs = [astype(x, dt) if getattr(x, "ndim", 0) and not jnp.issubdtype(x.dtype, jnp.inexact)
+              else x for x in xs]
+    return cast(wide, *xs)
 
 
 def _is_weak(x):

@@ -337,6 +337,16 @@ def test_bools_in_products_and_quotients_keep_eager_nans():
           torch.tensor([[-3, 0, 2]]))
 
 
+def test_integer_tensors_meet_half_tensors_rounded_to_half_first():
+    # eager casts its inputs to the common dtype before computing in float32: 257 is 256 in
+    # bfloat16, 70000 is inf in float16
+    i = torch.tensor([257, 70000, 513, -(2 ** 63)])
+    h = torch.tensor([0.5, 0.5, 0.5, 0.5])
+    check(lambda i, h: (i + h.bfloat16(), i * h.half(), torch.pow(i, h.half()), i - h.bfloat16()),
+          i, h)
+    check(lambda i, h: torch.pow(i, h.half()[0]), i, h)  # a 0-dim float16 exponent
+
+
 def test_lerp_addcmul_addcdiv():
     a, b, w = torch.randn(2, 3), torch.randn(2, 3), torch.rand(2, 3) * 1.4 - 0.2
     check(lambda a, b: (a.lerp(b, 0.3), a.lerp(b, 0.8), a.lerp(b, -1.5)), a, b)
