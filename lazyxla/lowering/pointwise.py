@@ -56,12 +56,8 @@ def is_bool(dt):
 
 
 def convert(x, dt):
-    """x (an array or a Python scalar) as an array of dtype dt. A complex number is true where
-    either part is nonzero, as in c10 (XLA's conversion reads the real part only)."""
-    x = jnp.asarray(x)
-    if jnp.iscomplexobj(x) and np.dtype(dt) == np.bool_:
-        return x != 0
-    return astype(x, dt)
+    """x (an array or a Python scalar) as an array of dtype dt (registry.astype's rules)."""
+    return astype(jnp.asarray(x), dt)
 
 
 def cast(dt, *xs):

@@ -268,9 +268,12 @@ def mutated_args(op) -> tuple[int, ...]:
 def astype(x, dt):
     """x converted to dtype dt. A bool becomes 1 or 0 by a select: XLA rewrites products and
     quotients of a converted bool into selects (`x * mask.float()` -> select(mask, x, 0)), which
-    would give 0 where eager's False * NaN or * inf, or False / 0, gives NaN."""
+    would give 0 where eager's False * NaN or * inf, or False / 0, gives NaN. A complex number is
+    true where either part is nonzero, as in c10 (XLA's conversion reads the real part only)."""
     if x.dtype == jnp.bool_ and (jnp.issubdtype(dt, jnp.inexact)):
         return jnp.where(x, jnp.ones((), dt), jnp.zeros((), dt))
+    if dt == jnp.bool_ and jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return x != 0
     return jax.lax.convert_element_type(x, dt)
 
 

@@ -90,6 +90,12 @@ def test_special_values_of_complex_numbers(dt):
                      torch.nan_to_num(z, 1.0, 100.0, -50.0)), z)
 
 
+@pytest.mark.parametrize("dt", [torch.complex64, torch.complex128])
+def test_complex_to_bool_is_true_where_either_part_is_nonzero(dt):
+    z = torch.tensor([0.5j, 0j, 1 + 0j, complex(0, -0.0), complex(nan, 0)], dtype=dt)
+    check(lambda z: (z.bool(), z.to(torch.bool), torch.where(z.bool(), 1, 0), z.bool().sum()), z)
+
+
 def test_unary_f64_and_small_ints():
     fns = [torch.exp, torch.log1p, torch.sqrt, torch.sigmoid, torch.erfinv, torch.round, torch.sign,
            torch.abs, torch.neg]
