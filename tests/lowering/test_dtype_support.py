@@ -96,6 +96,9 @@ REJECTED.update({
     "cross_float_double": lambda d: torch.cross(_of(torch.float32, 2, 3)(d),
                                                 _of(torch.float64, 2, 3)(d), dim=1),
     "lerp_int8_int32": lambda d: torch.lerp(_of(torch.int8, 3)(d), _of(torch.int32, 3)(d), 0.5),
+    "lerp_out_int8_int32_double": lambda d: torch.lerp(_of(torch.int8, 3)(d), _of(torch.int32, 3)(d),
+                                                       _of(torch.float64, 3)(d), out=_of(L, 3)(d)),
+    "lerp_int64_half_weight": lambda d: torch.lerp(_of(L, 3)(d), _of(L, 3)(d), _of(torch.half, 3)(d)),
     # random ops never run on stand-ins: their own checks
     "geometric_bool": lambda d: _of(BO, 3)(d).geometric_(0.5),
     "geometric_complex": lambda d: _of(CF, 3)(d).geometric_(0.5),

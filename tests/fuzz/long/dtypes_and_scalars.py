@@ -1,4 +1,4 @@
-"""Elementwise ops and reductions on mixed dtypes against eager: tensors of any two dtypes,
+"""Elementwise ops, reductions and casts on mixed dtypes against eager: tensors of any two dtypes,
 0-dim tensors (on the device or the CPU) and Python scalars, broadcast against each other, with
 special values (0, -0, NaN, inf, extremes of the dtype); functional, in-place and out= forms.
 Compared: the error type, or the result's dtype, shape and values (and an in-place target's).
@@ -86,6 +86,8 @@ def _values(g, dt, shape, finite=False):
         if finite:
             special = torch.nan_to_num(special, 0.25, 7.5, -7.5)
         parts.append(torch.where(pick < 9, v, special))
+    if dt.is_complex:  # purely imaginary numbers too
+        parts[0] = torch.where(torch.randint(0, 6, (n,), generator=g) == 0, 0.0, parts[0])
     v = torch.complex(*parts) if dt.is_complex else parts[0]
     return v.reshape(shape).to(dt)
 
@@ -148,6 +150,12 @@ def _finite_inputs(args):
         return None
 
 
+def _result(r):
+    if isinstance(r, (tuple, list)):
+        return tuple(_result(x) for x in r)
+    return r.cpu() if isinstance(r, torch.Tensor) and r.device.type == "lazyxla" else r
+
+
 def _same(want, got, finite):
     if want[0] != got[0]:
         return False
@@ -163,7 +171,7 @@ def _complex32(result) -> bool:
 
 def case(seed):
     g = torch.Generator().manual_seed(seed)
-    family = _pick(g, ["binary"] * 5 + ["ternary"] * 2 + ["unary"] * 2 + ["reduce"] * 2)
+    family = _pick(g, ["binary"] * 5 + ["ternary"] * 2 + ["unary"] * 2 + ["reduce"] * 2 + ["cast"])
     form = _pick(g, ["functional"] * 3 + ["inplace", "out"])
     if family == "binary":
         name = _pick(g, list(BINARY))
@@ -174,6 +182,8 @@ def case(seed):
     elif family == "unary":
         name = _pick(g, UNARY)
         fn, arity = getattr(torch, name), 1
+    elif family == "cast":
+        name, fn, arity, form = "to", None, 1, "functional"
     else:
         name = _pick(g, list(REDUCE))
         fn, arity, form = REDUCE[name], 1, "functional"
@@ -183,9 +193,13 @@ def case(seed):
     shapes = [_pick(g, SHAPES) for _ in range(arity)]
     rolls = [0] + [int(torch.randint(0, 100, (1,), generator=g)) for _ in range(arity - 1)]
     # float-to-int casts of NaN and inf are undefined in C++: x86 gives INT_MIN, XLA saturates
-    finite = name in _INT_RESULTS
+    finite = name in _INT_RESULTS or name == "to"
     ops = [_operand(g, r, dt, s, finite) for r, dt, s in zip(rolls, dts, shapes)]
     out_dt = _pick(g, DTYPES)
+    if name == "to":
+        if (dts[0].is_floating_point or dts[0].is_complex) and out_dt == torch.uint8:
+            out_dt = torch.int16  # a negative float to uint8 is undefined in C++
+        fn = lambda a: a.to(out_dt)  # noqa: E731
     return name, fn, form, ops, dts, shapes, out_dt
 
 
