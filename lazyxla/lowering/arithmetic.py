@@ -98,11 +98,21 @@ def fmod(x, y, _meta):
 
 
 def _int_pow(x, y):
-    pos = jnp.power(x, jnp.where(y < 0, jnp.zeros_like(y), y))
+    pos = _wrapping_pow(x, jnp.where(y < 0, jnp.zeros_like(y), y))
     one = jnp.ones_like(x)
     odd = (y % 2) != 0
     neg = jnp.where(x == 1, one, jnp.where(x == -1, jnp.where(odd, -one, one), jnp.zeros_like(x)))
     return jnp.where(y < 0, neg, pos)
+
+
+def _wrapping_pow(x, e):
+    """x ** e (e >= 0) by squaring over every bit of e, wrapping around as eager's integers do.
+    (jnp.power squares 6 times only: an exponent of 64 or more was wrong where the result wraps.)"""
+    acc, one = jnp.ones_like(x), jnp.ones_like(e)
+    for _ in range(jnp.iinfo(e.dtype).bits):
+        acc = jnp.where((e & one) != 0, acc * x, acc)
+        x, e = x * x, lax.shift_right_logical(e, one)
+    return acc
 
 
 @register(aten.pow.Tensor_Tensor, aten.pow.Scalar, meta=True)

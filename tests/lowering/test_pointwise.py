@@ -254,6 +254,16 @@ def test_int_pow_negative_exponents():
     check(lambda b: 2 ** b, torch.tensor([0, 1, 5, 62]))
 
 
+@pytest.mark.parametrize("dt", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_int_pow_wraps_around_as_eager_for_any_exponent(dt):
+    # eager's integer powers are exact modulo 2**bits; jnp.power squares only 6 times
+    info = torch.iinfo(dt)
+    b = torch.tensor([0, 1, -1, 2, -3, 7, info.max, info.min]).clamp(info.min, info.max).to(dt)
+    e = torch.tensor([0, 1, 5, 63, 64, 100, 1000, info.max]).clamp(0, info.max).to(dt)
+    bb, ee = (t.contiguous() for t in torch.meshgrid(b, e, indexing="ij"))
+    check(lambda bb, ee: (bb ** ee, bb ** 70, 3 ** ee), bb, ee)
+
+
 def test_pow_of_bools_by_a_bool_stays_bool():
     # PyTorch's meta kernel says int64 (as for an int exponent); the CPU kernel keeps bool
     b = torch.tensor([True, False])

@@ -226,6 +226,8 @@ def run(seed):
     got = outcome(lambda: _result(_call(name, fn, form, [d for _, d in ops], out_dt, D)()))
     if _same(want, got, _finite_inputs(eager_args)):
         return None
+    if got[0] == "error" and "complex32" in got[2]:
+        return None  # a complex32 intermediate (half with a complex 0-dim tensor): README: limits
     if form != "functional" and want[0] == got[0] == "error" and got[1] == "NotImplementedError":
         # two errors at once: eager checks the output's shape and dtype first, lazyxla the
         # input dtype's support (both are eager's errors)
