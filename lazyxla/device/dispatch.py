@@ -8,6 +8,7 @@ functional op and write the result into the mutated tensors; view ops record a v
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import torch
 
@@ -196,12 +197,25 @@ _S0, _S1 = _SLOT[0], _SLOT[1]
 
 
 def _indices_to_device(args, pos):
+    """CPU index tensors moved to the device, and uint8 ones made masks (eager still takes them,
+    with a deprecation warning; PyTorch's meta kernels refuse them)."""
     indices = args[pos]
-    if not any(isinstance(i, torch.Tensor) and i.device.type == "cpu" and i.dim() for i in indices):
+    if not any(isinstance(i, torch.Tensor) and ((i.device.type == "cpu" and i.dim())
+                                                or i.dtype is torch.uint8) for i in indices):
         return args
-    moved = [i.to(_LAZY) if isinstance(i, torch.Tensor) and i.device.type == "cpu" and i.dim()
-             else i for i in indices]
-    return args[:pos] + (moved,) + args[pos + 1:]
+    return args[:pos] + ([_index_tensor(i) for i in indices],) + args[pos + 1:]
+
+
+def _index_tensor(i):
+    if not isinstance(i, torch.Tensor):
+        return i
+    if i.device.type == "cpu" and i.dim():
+        i = i.to(_LAZY)
+    if i.dtype is torch.uint8:
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                      "torch.bool instead.")
+        i = i.bool()
+    return i
 
 
 def convert_args(op, args, kwargs, info=None):
@@ -288,6 +302,9 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     BUDGET.tick()
     if info is None:
         info = op_info(op)
+    pos = info.cpu_indices
+    if pos is not None and len(args) > pos:  # (for the meta kernel too: uint8 indices as masks)
+        args = _indices_to_device(args, pos)
     # an in-place call's scalars are checked by its own overload: eager words some errors apart
     vinfo = info if validate is None else op_info(validate)
     if vinfo.value_check is not None:

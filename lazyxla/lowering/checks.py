@@ -310,8 +310,10 @@ for _op, _sizes in ((aten.randint.default, 1), (aten.randint.generator, 1), (ate
     check(_op)(_eager_scalar_checks(_op, sizes=_sizes))
 
 
-@check(*_with_inplace(["index_fill.int_Scalar", "index_fill.int_Tensor"]))
-def _index_fill(x, dim, index, value):
+@check(*_ops("index_fill", "index_fill_"))
+def _index_fill(x, dim, index, value, **kwargs):
+    if index.dtype != torch.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     complex_value = value.is_complex() if isinstance(value, torch.Tensor) else type(value) is complex
     if complex_value and not x.is_complex():
         raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not "
@@ -454,6 +456,8 @@ def _nll_loss2d(x, target, weight, reduction, ignore_index):
     if (x.shape[0], x.shape[2], x.shape[3]) != tuple(target.shape):
         raise RuntimeError(f"size mismatch (got input: {list(x.shape)} , target: {list(target.shape)}")
     _class_target(target)
+    if target.dtype == torch.uint8:  # (the 2d kernel, unlike the 1d one, takes Long only)
+        raise RuntimeError("expected scalar type Long but found Byte")
 
 
 @check(aten.smooth_l1_loss.default)
@@ -507,8 +511,14 @@ def _complex_parts(a, b):
                            f"type {type_name(b.dtype)} for second argument")
 
 
+_INT32_64 = (torch.int32, torch.int64)
+
+
 def _same_dtype_source(name):
     def fn(x, dim, index, source, *args, **kwargs):
+        if index.dtype not in _INT32_64:
+            raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index but got: "
+                               f"{type_name(index.dtype)}")
         if x.dtype != source.dtype:
             raise RuntimeError(f"{name}(): self ({type_name(x.dtype)}) and source "
                                f"({type_name(source.dtype)}) must have the same scalar type")
@@ -521,6 +531,7 @@ check(*_ops("index_reduce", "index_reduce_"))(_same_dtype_source("index_reduce_"
 
 @check(*_ops("index_copy", "index_copy_"))
 def _index_copy_dtypes(x, dim, index, source):
+    _long_index("index_copy_", index)
     if x.dtype != source.dtype:
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but "
                            f"got (self) {type_name(x.dtype)} and (source) {type_name(source.dtype)}")
@@ -528,10 +539,16 @@ def _index_copy_dtypes(x, dim, index, source):
 
 @check(*_ops("put", "put_"))
 def _put_dtypes(x, index, source, accumulate=False):
+    _long_index("put_", index)
     if x.dtype != source.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {type_name(x.dtype)} and source.dtype = "
                            f"{type_name(source.dtype)}")
+
+
+def _long_index(name, index):
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {type_name(index.dtype)}")
 
 
 _SEGMENT_REDUCTIONS = ("sum", "prod", "mean", "max", "min", "amax", "amin")

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import torch
 
+from lazyxla.ir import meta
 from .exact_arith import rounder
 from .registry import BCE_INPUT, TARGET_RANGE, aten, check_index, check_values, register
 
@@ -92,6 +94,21 @@ def nll_loss2d_forward(x, target, weight, reduction, ignore_index):
 @register(aten.nll_loss2d_backward.default)
 def nll_loss2d_backward(g, x, target, weight, reduction, ignore_index, total_weight):
     return _nll_backward(g, x, target, weight, reduction, ignore_index, total_weight, 1)
+
+
+def _byte_target_meta(op, target_pos):
+    """Eager's nll_loss takes uint8 class targets (Long or Byte); PyTorch's meta kernel (a
+    decomposition through gather) refuses them: it sees them as int64."""
+    def fn(*args):
+        t = args[target_pos]
+        if t.dtype == torch.uint8:
+            args = args[:target_pos] + (t.long(),) + args[target_pos + 1:]
+        return op(*args)
+    return fn
+
+
+for _op, _pos in ((aten.nll_loss_forward.default, 1), (aten.nll_loss_backward.default, 2)):
+    meta.META_KERNELS[_op] = _byte_target_meta(_op, _pos)  # (nll_loss2d: eager refuses bytes too)
 
 
 # ---------------------------------------------------------------- regression losses

@@ -14,6 +14,19 @@ def test_advanced_index():
     check(lambda x, i: x[None, ..., i], X, I)
 
 
+def test_byte_index_tensors_are_masks_as_in_eager():
+    # deprecated in eager but taken, with a warning; PyTorch's meta kernel refused them
+    m, c = torch.tensor([1, 0, 1, 1], dtype=torch.uint8), torch.tensor([0, 1, 1, 0, 1], dtype=torch.uint8)
+
+    def f(x, m, c):
+        y = x.clone()
+        y[m] += 5
+        y[m] = y[m] * 2
+        return x[m], x[:, c], x[m, 1:], y, x.index_put((m,), torch.tensor(2.0), accumulate=True)
+    with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
+        check(f, X, m, c, allow_fallback=True)
+
+
 def test_bool_mask_read_falls_back_correctly():
     check(lambda x: x[x > 0], X, allow_fallback=True)
 

@@ -27,6 +27,21 @@ def test_nll_loss_1d_and_2d():
     check_grad(lambda x, t, w: F.nll_loss(x, t, w[0], reduction="sum"), x, t, [torch.rand(3)])
 
 
+def test_nll_loss_takes_byte_targets_as_eager():
+    # eager's nll_loss takes Long or Byte class targets (PyTorch's meta kernel refused bytes);
+    # the spatial kernel takes Long only
+    x, t = R(3, 4), torch.tensor([0, 2, 3], dtype=torch.uint8)
+    check(lambda x, t: (F.nll_loss(x, t), F.cross_entropy(x, t, reduction="none"),
+                        F.nll_loss(x, t, ignore_index=2), F.nll_loss(x[0], t[0])), x, t)
+    check_grad(lambda x, t: F.cross_entropy(x, t), x, t)
+    import lazyxla
+    d = lazyxla.device()
+    x4, t4 = R(2, 3, 2, 2), torch.zeros(2, 2, 2, dtype=torch.uint8)
+    for dev in ("cpu", d):
+        with pytest.raises(RuntimeError, match="^expected scalar type Long but found Byte$"):
+            F.nll_loss(x4.to(dev), t4.to(dev))
+
+
 @pytest.mark.parametrize("red", REDS)
 def test_nll_loss_with_every_target_ignored(red):
     # mean: the loss is 0 / 0 = NaN, but the gradient stays 0 (it was 0 * (1 / 0) = NaN); ignored
