@@ -8,6 +8,8 @@ signature holds the values of Python scalar arguments, so a new value is checked
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from lazyxla.ir.meta import CHECKS, VALUE_CHECKS, stand_in
@@ -544,6 +546,15 @@ def _put_dtypes(x, index, source, accumulate=False):
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {type_name(x.dtype)} and source.dtype = "
                            f"{type_name(source.dtype)}")
+
+
+@check(aten.histc.default)
+def _histc(x, bins=100, min=0, max=0):
+    # (before the meta kernel, which words "max must be larger than min" otherwise)
+    if not (math.isfinite(min) and math.isfinite(max)):
+        raise RuntimeError(f"torch.histc: range of [{min:g}, {max:g}] is not finite")
+    if min > max:
+        raise RuntimeError("torch.histc: max must be larger than min")
 
 
 def _long_index(name, index):

@@ -10,7 +10,7 @@ from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from .pointwise import compute
-from .registry import aten, register
+from .registry import HISTC_RANGE, aten, check_values, register
 
 
 @register(aten.complex.default, meta=True)
@@ -103,6 +103,7 @@ def histc(x, bins=100, min=0, max=0, _meta=None):
     lo, hi = float(min), float(max)
     if lo == hi:  # PyTorch takes the data's range (and widens an empty one by 1)
         lo_t, hi_t = jnp.min(x) if x.size else 0.0, jnp.max(x) if x.size else 0.0
+        check_values(~(jnp.isfinite(lo_t) & jnp.isfinite(hi_t)), HISTC_RANGE)
     else:
         lo_t, hi_t = jnp.asarray(lo, x.dtype), jnp.asarray(hi, x.dtype)
     same = lo_t == hi_t

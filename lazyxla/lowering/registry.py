@@ -83,6 +83,7 @@ SEGMENT_NEGATIVE, SEGMENT_SUM, LU_PIVOTS = "segment_negative", "segment_sum", "l
 INDEX_BOUNDS, TARGET_RANGE, SORTER_RANGE = "index_bounds", "target_range", "sorter_range"
 BAG_INDEX, BAG_OFFSETS, CTC_LENGTHS = "bag_index", "bag_offsets", "ctc_lengths"
 UNPOOL_INDEX, COMPLEX_VALUE, MASK_VALUES = "unpool_index", "complex_value", "mask_values"
+HISTC_RANGE = "histc_range"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
     INDEX_BOUNDS: (RuntimeError, "index out of bounds in {ops}", "IndexOutOfRange"),
@@ -124,6 +125,8 @@ CHECK_ERRORS = {
     COMPLEX_VALUE: (RuntimeError, "value cannot be converted to type of the tensor without "
                                   "overflow (a complex value with an imaginary part, in {ops})",
                     "InvalidInput"),
+    HISTC_RANGE: (RuntimeError, "torch.histc: range of [min, max] is not finite (the data's "
+                                "own range holds a NaN or inf, in {ops})", "InvalidInput"),
     LU_PIVOTS: (RuntimeError, "Pivots given to lu_solve must all be between 1 and LU.size(-2). "
                               "Did you properly pass the result of lu_factor? (in {ops})",
                 "InvalidInput"),

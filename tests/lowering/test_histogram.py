@@ -116,9 +116,24 @@ def _raises_like_eager(fn, *args):
     lambda x, y: torch.histogramdd(x.reshape(3, 2), [3, 3], range=[0.0, 1.0]),
     lambda x, y: torch.histogramdd(x.reshape(3, 2), [3, 3], weight=x.reshape(2, 3)),
     lambda x, y: torch.histogramdd(x.reshape(3, 2), [x[:3], y[:3]]),
+    lambda x, y: torch.histc(x, 4, 0.0, float("inf")),
+    lambda x, y: torch.histc(x, 4, float("nan"), 1.0),
+    lambda x, y: torch.histc(x, 4, 2.0, 1.0),
 ])
 def test_argument_errors_match_eager(case):
     _raises_like_eager(case, torch.arange(6.0), torch.ones(6, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_histc_of_data_with_a_nan_or_inf_and_no_range_raises_at_the_read(bad):
+    # eager takes the data's own range, and refuses it when it is not finite
+    x = torch.tensor([1.0, bad, 2.0])
+    with pytest.raises(RuntimeError, match="range of .* is not finite"):
+        torch.histc(x, 4)
+    out = torch.histc(x.to(lazyxla.device()), 4)  # computed at the call, checked at the read
+    with pytest.raises(RuntimeError, match=r"torch.histc: range of \[min, max\] is not finite"):
+        out.cpu()
+    check(lambda a: torch.histc(a, 4, 0.0, 3.0), x, **EXACT)  # a given range counts the finite
 
 
 def test_histc_random_data():
