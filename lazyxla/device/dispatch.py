@@ -219,12 +219,10 @@ def _index_tensor(i):
 
 
 def convert_args(op, args, kwargs, info=None):
-    """-> (inputs, attrs template, meta key). The key may be unhashable (meta.infer copes)."""
+    """-> (inputs, attrs template, meta key). The key may be unhashable (meta.infer copes).
+    Index lists are already on the device (record_node moved them)."""
     if info is None:
         info = op_info(op)
-    pos = info.cpu_indices
-    if pos is not None and len(args) > pos:
-        args = _indices_to_device(args, pos)
     r = _Recorder()
     pos = info.scalar_pos
     if info.like and args and isinstance(args[0], torch.Tensor):
@@ -303,7 +301,7 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     if info is None:
         info = op_info(op)
     pos = info.cpu_indices
-    if pos is not None and len(args) > pos:  # (for the meta kernel too: uint8 indices as masks)
+    if pos is not None and len(args) > pos:  # for the recording and the meta kernel alike
         args = _indices_to_device(args, pos)
     # an in-place call's scalars are checked by its own overload: eager words some errors apart
     vinfo = info if validate is None else op_info(validate)
