@@ -24,7 +24,7 @@ from jax import lax
 
 from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
-from .exact_arith import rounder
+from .exact_arith import Arith, rounder
 from .registry import COMPLEX_VALUE, astype, aten, check_values, register
 
 _F32 = np.dtype(np.float32)
@@ -208,8 +208,14 @@ def round_decimals(x, decimals=0, _meta=None):
     x = compute(_meta, x)
     if decimals == 0:
         return jnp.round(x)
-    ten = jnp.asarray(10.0 ** abs(decimals), x.dtype)
-    return jnp.round(x / ten) * ten if decimals < 0 else jnp.round(x * ten) / ten
+    # eager: nearbyint(x * 10^d) / 10^d (nearbyint(x / 10^d) * 10^d for negative d) in opmath,
+    # 10^d rounded to it, inf where it overflows (NaN results). Divided exactly: XLA would
+    # multiply by the reciprocal, a rounding apart in a quarter of float32 results.
+    p = abs(decimals)
+    ten = 10.0 ** p if p <= 308 else math.inf
+    ten = jnp.asarray(ten if ten <= float(np.finfo(x.dtype).max) else math.inf, x.dtype)
+    div = Arith(x.dtype).div
+    return jnp.round(div(x, ten)) * ten if decimals < 0 else div(jnp.round(x * ten), ten)
 
 
 @register(aten.logit.default, meta=True)
