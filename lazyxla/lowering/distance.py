@@ -25,8 +25,8 @@ def _norm(diff, p):
         return jnp.sum(a, -1)
     if p == 2:
         return jnp.sqrt(jnp.sum(a * a, -1))
-    if np.isinf(p):
-        return jnp.max(a, -1)
+    if np.isinf(p):  # (over no coordinates, eager's distance is 0)
+        return jnp.max(a, -1, initial=0.0) if a.shape[-1] == 0 else jnp.max(a, -1)
     return jnp.sum(a ** p, -1) ** (1.0 / p)
 
 

@@ -29,12 +29,14 @@ def _norm(d, n):
     return d + n if d < 0 else d
 
 
-def _wrap(i, n, negative=True, kind=INDEX):
+def _wrap(i, n, negative=True, kind=INDEX, check=True):
     """Negative indices count from the end, as in PyTorch (for ops where eager rejects them,
     `negative=False`, they are out of range for the index checks but wrapped all the same).
-    `kind`: the error eager raises for one out of range."""
+    `kind`: the error eager raises for one out of range. Without `check` (indexing a tensor of no
+    elements: eager's kernels, which check each element they copy, copy none) none is flagged."""
     i = jnp.asarray(i)
-    check_index(i, n, negative, kind)
+    if check:
+        check_index(i, n, negative, kind)
     if jnp.issubdtype(i.dtype, jnp.unsignedinteger):
         return i
     return jnp.where(i < 0, i + n, i)
@@ -53,7 +55,7 @@ def _index_tuple(x, indices):
             out.append(slice(None))
             d += 1
         else:
-            out.append(_wrap(i, x.shape[d]))
+            out.append(_wrap(i, x.shape[d], check=x.size > 0))
             d += 1
     return tuple(out)
 
@@ -137,7 +139,7 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
             if i.size != 1:
                 raise Unsupported(_MIXED_MASK)  # (recorded calls never get here)
             adv_pos.append(len(idx))
-            idx.append(_wrap(i, x.shape[d]).reshape(()))
+            idx.append(_wrap(i, x.shape[d], check=x.size > 0).reshape(()))
             d += 1
     idx = tuple(idx)
     # The advanced dims broadcast to one dim of length nnz (padded to mask_len). Where it sits in
@@ -264,7 +266,7 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
 
 def _along(x, dim, index, negative=False, kind=INDEX):
     dim = _norm(dim, max(x.ndim, 1))
-    i = _wrap(index.reshape(-1), x.shape[dim] if x.ndim else 1, negative, kind)
+    i = _wrap(index.reshape(-1), x.shape[dim] if x.ndim else 1, negative, kind, check=x.size > 0)
     return (slice(None),) * dim + (i,), dim
 
 

@@ -29,6 +29,8 @@ def _fill(template, env):
 def _cast(value, shape, dtype, low):
     want = np_dtype(dtype)
     if tuple(value.shape) != tuple(shape):
+        if _elementless(shape):  # eager's empty result of a degenerate case (a convolution of
+            return jnp.zeros(shape, want)  # no input channels has the input's shape)
         raise LoweringError(f"lowering of {low.name} produced shape {tuple(value.shape)}, "
                             f"PyTorch expects {tuple(shape)}")
     if value.dtype == want:
@@ -50,15 +52,30 @@ def _apply(entry, env_in):
         kwargs["_meta"] = list(dtype) if shape is None else [(shape, dtype)]
     if low.random:
         kwargs["_key"] = jax.random.PRNGKey(kwargs["_key"])
+    specs = dtype if shape is None else ((shape, dtype),)  # multi-output: dtype holds the specs
     try:
         out = low.fn(*args, **kwargs)
-    except Exception as e:  # errors at sync are far from the call: say which op failed
+    except Exception as e:
+        if all(sd is None or _elementless(sd[0]) for sd in specs):
+            # no element to compute: a lowering that trips on a zero-size reduction (a max over
+            # nothing) need not run; its index checks, if any, are traced already
+            return _empty(shape, dtype)
         what = "several outputs" if shape is None else f"output {tuple(shape)} {dtype}"
-        e.add_note(f"lazyxla: in the lowering of {low.name} ({what})")
+        e.add_note(f"lazyxla: in the lowering of {low.name} ({what})")  # (sync is far from the call)
         raise
-    if shape is None:  # multi-output: dtype holds ((shape, dtype), ...)
+    if shape is None:
         return tuple(None if sd is None else _cast(o, sd[0], sd[1], low) for o, sd in zip(out, dtype))
     return _cast(out, shape, dtype, low)
+
+
+def _elementless(shape) -> bool:
+    return 0 in shape
+
+
+def _empty(shape, dtype):
+    if shape is None:
+        return tuple(None if sd is None else _empty(*sd) for sd in dtype)
+    return jnp.zeros(shape, np_dtype(dtype))
 
 
 class Program:
