@@ -126,7 +126,7 @@ def _reject_sparse_gradients(gm) -> None:
         weight = n.kwargs.get("weight", n.args[pos[0]] if len(n.args) > pos[0] else None)
         value = weight.meta.get("example_value") if isinstance(weight, torch.fx.Node) else None
         if value is None or value.requires_grad:
-            from lazyxla.lowering.checks import SPARSE_EMBEDDING
+            from lazyxla.lowering.value_checks import SPARSE_EMBEDDING
             raise RuntimeError(SPARSE_EMBEDDING)
 
 

@@ -4,7 +4,9 @@ Shape and dtype inference runs the meta kernel, which raises most of eager's err
 Where it lets bad arguments through, the XLA program would compute something anyway (a softmax
 over a wrapped dim, a matmul that promotes, a convolution with negative padding) or fail at sync.
 These checks raise eager's error, with its message, once per signature (ir/meta.py: CHECKS; a
-signature holds the values of Python scalar arguments, so a new value is checked again).
+signature holds the values of int, bool and float arguments, so a new value is checked again).
+Scalar-typed arguments are runtime values, keyed by their type only: their checks run on every
+call (value_checks.py).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import math
 
 import torch
 
-from lazyxla.ir.meta import CHECKS, VALUE_CHECKS, stand_in
+from lazyxla.ir.meta import CHECKS, stand_in
 from lazyxla.jaxenv import type_name
 
 aten = torch.ops.aten
@@ -271,16 +273,18 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
         raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
 
 
-def _eager_scalar_checks(op, sizes=None):
+def _eager_scalar_checks(op, sizes=None, elements=False):
     """Eager's checks of an op's Python scalar arguments: a fill value its dtype cannot hold
     (`full(2, 300, dtype=int8)`), an empty [from, to) range, a probability outside [0, 1], a negative
-    integer power. The CPU kernels make them before returning early on an empty tensor, so the op
-    runs on element-free stand-ins; `sizes`: the position of a size list, made all zeros."""
+    integer power. Most CPU kernels make them before returning early on an empty tensor, so the op
+    runs on element-free stand-ins (with `elements`: zeros of the arguments' shapes, for a kernel
+    that returns before it converts the scalar); `sizes`: the position of a size list, made all
+    zeros."""
     def fn(*args, **kwargs):
-        args = stand_in(args, "cpu", elements=False)
+        args = stand_in(args, "cpu", elements=elements)
         if sizes is not None and sizes < len(args):
             args = args[:sizes] + ([0] * len(args[sizes]),) + args[sizes + 1:]
-        op(*args, **{k: stand_in(v, "cpu", elements=False) for k, v in kwargs.items()})
+        op(*args, **{k: stand_in(v, "cpu", elements=elements) for k, v in kwargs.items()})
     return fn
 
 
@@ -322,108 +326,16 @@ def _index_fill(x, dim, index, value, **kwargs):
                            "supported")
 
 
+@check(*_with_inplace(["mvlgamma.default"]))
+def _mvlgamma(x, p):
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+
+
 @check(aten.linalg_cross.default)
 def _cross(x, y, dim=-1):
     if x.dtype != y.dtype:  # (XLA would promote)
         raise RuntimeError(f"expected scalar type {type_name(x.dtype)} but found {type_name(y.dtype)}")
-
-
-# Scalar-typed arguments (fill values, clamp bounds, exponents, alpha) are runtime values, not
-# part of the signature: these checks run on every call (ir/meta.py: VALUE_CHECKS), cheaply
-# unless a value may not fit the dtype it converts to; then eager's own check decides.
-_INT_LIMITS = {dt: (torch.iinfo(dt).min, torch.iinfo(dt).max)
-               for dt in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)}
-_FLOAT_MAX = {dt: torch.finfo(dt).max
-              for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
-
-
-def _suspect(v, dtype) -> bool:
-    """False when the number v surely converts to dtype without overflow."""
-    tv = type(v)
-    if tv is complex:  # a real dtype takes one with no imaginary part, by its real part
-        if dtype.is_complex or dtype is torch.bool:  # (bool takes any)
-            return False
-        if v.imag:
-            return True
-        v, tv = v.real, float
-    if tv is not int and tv is not float:  # bools fit anything; tensors and None are not values
-        return False
-    limits = _INT_LIMITS.get(dtype)
-    if limits is not None:
-        lo, hi = limits
-        if tv is float:
-            return not lo <= v <= hi  # (NaN too)
-        return not (-hi if lo == 0 else lo) <= v <= hi  # unsigned: negatives wrap, as in eager
-    top = _FLOAT_MAX.get(dtype)
-    return top is not None and abs(v) > top and abs(v) != float("inf")  # inf and NaN fit
-
-
-def _target_dtype(args, kwargs):
-    dtype = kwargs.get("dtype")
-    if dtype is not None:
-        return dtype
-    return next((a.dtype for a in args if isinstance(a, torch.Tensor)), torch.int64)
-
-
-def _value_check(op, sizes=None):
-    eager = _eager_scalar_checks(op, sizes)
-
-    def fn(*args, **kwargs):
-        dtype = _target_dtype(args, kwargs)
-        if any(_suspect(v, dtype) for v in args) or any(_suspect(v, dtype) for v in kwargs.values()):
-            eager(*args, **kwargs)
-    return fn
-
-
-def value_check(*ops):
-    def deco(fn):
-        for op in ops:
-            VALUE_CHECKS[op] = fn
-        return fn
-    return deco
-
-
-for _op in _with_inplace(("fill.Scalar", "masked_fill.Scalar", "index_fill.int_Scalar",
-                          "scalar_tensor.default", "full_like.default", "clamp.default",
-                          "clamp_min.default", "clamp_max.default", "threshold.default",
-                          "hardtanh.default", "lerp.Scalar")):
-    value_check(_op)(_value_check(_op))
-value_check(aten.full.default)(_value_check(aten.full.default, sizes=0))
-value_check(aten.new_full.default)(_value_check(aten.new_full.default, sizes=1))
-
-
-@value_check(*_with_inplace(["pow.Tensor_Scalar"]))
-def _pow(x, exponent):
-    if type(exponent) is int and exponent < 0 and not _inexact(x.dtype):
-        raise RuntimeError("Integers to negative integer powers are not allowed.")
-
-
-SPARSE_EMBEDDING = ("lazyxla: an embedding with sparse=True has sparse gradients, and lazyxla has "
-                    "dense tensors only (PyTorch gives a Python-registered device no sparse "
-                    "layouts). Use sparse=False: the gradient is the same, dense.")
-
-
-@value_check(aten.embedding.default)
-def _sparse_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    # The backward would make a sparse gradient, which a Python-registered device cannot hold:
-    # said here, at the forward, rather than by the dispatcher's error in the backward.
-    if sparse and weight.requires_grad and torch.is_grad_enabled():
-        raise RuntimeError(SPARSE_EMBEDDING)  # (NotImplementedError would mean: run on the CPU)
-
-
-def _alpha_check(op):
-    eager = _eager_scalar_checks(op)
-
-    def fn(*args, **kwargs):  # eager rejects a float alpha for integer results, a bool one for others
-        if kwargs or len(args) > 2:  # (`a + b` passes no alpha)
-            alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
-            if type(alpha) is not int:
-                eager(*args, **kwargs)
-    return fn
-
-
-for _op in _with_inplace(("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar")):
-    value_check(_op)(_alpha_check(_op))
 
 
 def _class_target(target):

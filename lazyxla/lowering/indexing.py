@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from lazyxla.ir.meta import MASK_DTYPES
+from lazyxla.ir.meta import MASK_DTYPES, META_KERNELS
 from .checks import check
 from .pointwise import convert
 from .registry import (INDEX, INDEX_BOUNDS, MASK_VALUES, MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE,
@@ -274,12 +274,28 @@ def _along(x, dim, index, negative=False, kind=INDEX):
 def index_add(x, dim, index, source, alpha=1):
     # eager's error for an index out of range: IndexError up to 1-d, RuntimeError above
     idx, dim = _along(x, dim, index, kind=INDEX if x.ndim <= 1 else INDEX_BOUNDS)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):  # eager converts alpha to the dtype (1.5 -> 1)
+        alpha = jnp.asarray(alpha).astype(x.dtype)
     if x.ndim == 0:
         return x + (source * alpha).reshape(()).astype(x.dtype)
     src = source if (isinstance(alpha, int) and alpha == 1) else source * alpha
     src = src.reshape(src.shape[:dim] + (index.size,) + src.shape[dim + 1:]) if src.ndim == x.ndim \
         else src.reshape(x.shape[:dim] + (index.size,) + x.shape[dim + 1:])
     return _update(x.at[idx], "add", src.astype(x.dtype))
+
+
+def _int_alpha_meta(op):
+    """PyTorch's meta kernel refuses a float alpha for an integer tensor, which eager's kernel
+    converts (truncates) to the tensor's dtype."""
+    def fn(x, dim, index, source, alpha=1):
+        if type(alpha) is float and not (x.is_floating_point() or x.is_complex()) and x.dtype != torch.bool:
+            alpha = 0
+        return op(x, dim, index, source, alpha=alpha)
+    return fn
+
+
+for _op in (aten.index_add.default, aten.index_add_.default):
+    META_KERNELS[_op] = _int_alpha_meta(_op)
 
 
 @register(aten.index_copy.default)

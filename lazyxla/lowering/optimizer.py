@@ -80,9 +80,14 @@ def _foreach_pow_scalar_tensor(s, xs):
 def _addc(op):
     def low(xs, t1s, t2s, value=1):
         values = value if isinstance(value, (list, tuple)) else [value] * len(xs)
-        # PyTorch: self + value * t1 (op) t2, evaluated left to right
-        return [x + op(v * a, b) for x, a, b, v in zip(xs, t1s, t2s, values)]
+        # PyTorch: self + value * t1 (op) t2, evaluated left to right; the value converted to an
+        # integer tensor's dtype first (1.5 -> 1), as the plain op's CPU kernel does
+        return [x + op(_like(v, x) * a, b) for x, a, b, v in zip(xs, t1s, t2s, values)]
     return low
+
+
+def _like(v, x):
+    return v if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.asarray(v).astype(x.dtype)
 
 
 # The Tensor overloads take a CPU 1-d tensor of scalars, which cannot enter a device program:
