@@ -161,6 +161,28 @@ def _bool_pow_dtype(out, x, y):
 meta.OUTPUT_FIXES[aten.pow.Tensor_Scalar] = _bool_pow_dtype
 
 
+def _bool_foreach_pow_dtype(outs, xs, exponent):
+    exps = exponent if isinstance(exponent, (list, tuple)) else [exponent] * len(xs)
+    return [_bool_pow_dtype(o, x, e) for o, x, e in zip(outs, xs, exps)]
+
+
+for _op in (aten._foreach_pow.Scalar, aten._foreach_pow.ScalarList):
+    meta.OUTPUT_FIXES[_op] = _bool_foreach_pow_dtype
+
+
+def _bool_foreach_pow_inplace_meta(op):
+    def fn(xs, exponent):
+        exps = exponent if isinstance(exponent, (list, tuple)) else [exponent] * len(xs)
+        if all(x.dtype is torch.bool and type(e) is bool for x, e in zip(xs, exps)):
+            return None  # (as pow_ above; a list of which only some are bool goes to the kernel)
+        return op(xs, exponent)
+    return fn
+
+
+for _op in (aten._foreach_pow_.Scalar, aten._foreach_pow_.ScalarList):
+    meta.META_KERNELS[_op] = _bool_foreach_pow_inplace_meta(_op)
+
+
 def _bool_pow_inplace_meta(x, exponent):
     """bool_tensor.pow_(True) writes bools, as its functional form (above); PyTorch's in-place
     meta kernel refuses it as a cast from int64."""

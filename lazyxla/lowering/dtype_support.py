@@ -7,8 +7,8 @@ float` all gave results where eager raises ("not implemented for 'ComplexFloat'"
 the program compiled. Once per signature (ir/meta.py: SIGNATURE_CHECKS; for a decomposed op,
 meta.check_signature), a call runs eager's CPU kernel on zero stand-ins of its arguments, and an
 error of dtype support is raised as eager raised it. Other errors of the stand-ins (their shapes,
-their values) are not the call's and are ignored. Elementwise ops, reductions, sorts and matrix
-products run on one-element stand-ins. Ops whose kernels need their shapes to agree
+their values) are not the call's and are ignored. Elementwise ops, reductions, sorts, matrix
+products and _foreach ops run on one-element stand-ins. Ops whose kernels need their shapes to agree
 (convolutions, pools, norms, losses, grid_sample, topk) run on zeros of the call's own shapes, when
 their input is complex, bool or integer and the call is small. Other ops never run: their kernels
 may trust values to agree with shapes. Half and bfloat16 stay allowed where eager's CPU kernels
@@ -94,7 +94,8 @@ def _how(op):
                     and not any("Generator" in str(a.type) for a in schema.arguments))
         how = _RUNS[op] = None if not runnable else (
             _SHAPED if name in _SHAPED_OPS else
-            _ONE if name in _SAFE or any(t in op.tags for t in _TAGS) else None)
+            _ONE if name in _SAFE or name.startswith("_foreach_") or any(t in op.tags for t in _TAGS)
+            else None)
     return how
 
 

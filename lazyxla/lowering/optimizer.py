@@ -1,48 +1,16 @@
 """Optimizer ops: the `_foreach_*` family (one IR node per list op, not one per tensor) and the
 fused Adam/AdamW kernels (one node per optimizer step; fused SGD runs through the CPU fallback).
 
-A `_foreach_<op>` applies `<op>` to each element of its list arguments; its in-place form
-(`_foreach_add_`) writes each result back through the registry's in-place handling. `Scalar` and
-`Scalar[]` arguments (learning rates, bias corrections) are runtime values, so an optimizer whose
-lr changes every step compiles nothing new. The pointwise math is written here with jnp.
+A `_foreach_<op>` applies `<op>` to each element of its list arguments, by `<op>`'s own lowering;
+its in-place form (`_foreach_add_`) writes each result back through the registry's in-place
+handling. `Scalar` and `Scalar[]` arguments (learning rates, bias corrections) are runtime values,
+so an optimizer whose lr changes every step compiles nothing new.
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import jax.scipy.special as jsp
-from jax import lax
 
-from .registry import aten, register
-
-
-def _is_one(a):
-    return isinstance(a, (int, float)) and a == 1
-
-
-def _lerp(x, end, w):
-    # PyTorch: weight < 0.5 ? self + weight * (end - self) : end - (end - self) * (1 - weight)
-    d = end - x
-    return jnp.where(jnp.abs(w) < 0.5, x + w * d, end - d * (1 - w))
-
-
-_UNARY = {
-    "abs": jnp.abs, "acos": jnp.arccos, "asin": jnp.arcsin, "atan": jnp.arctan, "ceil": jnp.ceil,
-    "cos": jnp.cos, "cosh": jnp.cosh, "erf": jsp.erf, "erfc": jsp.erfc, "exp": jnp.exp,
-    "expm1": jnp.expm1, "floor": jnp.floor, "frac": lambda x: x - jnp.trunc(x),
-    "lgamma": lambda x: lax.lgamma(x.astype(jnp.result_type(x.dtype, jnp.float32))),
-    "log": jnp.log, "log10": jnp.log10, "log1p": jnp.log1p, "log2": jnp.log2, "neg": jnp.negative,
-    "reciprocal": lambda x: 1 / x, "round": jnp.round, "rsqrt": lambda x: lax.rsqrt(
-        x.astype(jnp.result_type(x.dtype, jnp.float32))),
-    "sigmoid": jax.nn.sigmoid, "sign": jnp.sign, "sin": jnp.sin, "sinh": jnp.sinh, "sqrt": jnp.sqrt,
-    "tan": jnp.tan, "tanh": jnp.tanh, "trunc": jnp.trunc, "zero": jnp.zeros_like,
-}
-
-_BINARY = {
-    "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "div": jnp.true_divide,
-    "maximum": jnp.maximum, "minimum": jnp.minimum, "clamp_min": jnp.maximum,
-    "clamp_max": jnp.minimum, "pow": jnp.power,
-}
+from .registry import LOWERINGS, aten, register
 
 
 def _ops(name, *overloads):
@@ -52,54 +20,58 @@ def _ops(name, *overloads):
     return [getattr(packet, o) for o in overloads if o in packet.overloads()]
 
 
-def _unary(fn):
-    return lambda xs: [fn(x) for x in xs]
+_UNARY = ("abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1",
+          "floor", "frac", "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round",
+          "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "zero")
+
+# _foreach overload -> the plain op eager's CPU kernel applies to each element (its slow path: a
+# _foreach op on the CPU is the plain op per tensor, with the plain op's dtypes, promotion and
+# integer semantics; a maximum with a scalar is clamp_min), and where its lists sit
+_PER_TENSOR = {
+    **{f"{n}.default": (f"{n}.default", (0,)) for n in _UNARY},
+    **{f"{n}.{o}": (f"{n}.{p}", (0, 1) if o == "List" else (0,))
+       for n in ("add", "sub", "mul", "div")
+       for o, p in (("List", "Tensor"), ("Scalar", "Scalar"), ("ScalarList", "Scalar"),
+                    ("Tensor", "Tensor"))},
+    **{f"{n}.{o}": (p, (0, 1) if o == "List" else (0,))
+       for n, lst, sc in (("maximum", "maximum.default", "clamp_min.default"),
+                          ("minimum", "minimum.default", "clamp_max.default"),
+                          ("clamp_min", "clamp_min.Tensor", "clamp_min.default"),
+                          ("clamp_max", "clamp_max.Tensor", "clamp_max.default"),
+                          ("pow", "pow.Tensor_Tensor", "pow.Tensor_Scalar"))
+       for o, p in (("List", lst), ("Scalar", sc), ("ScalarList", sc))},
+    "pow.ScalarAndTensor": ("pow.Scalar", (1,)),
+    **{f"{n}.{o}": (f"{n}.default", (0, 1, 2)) for n in ("addcmul", "addcdiv")
+       for o in ("Scalar", "ScalarList")},
+    "lerp.List": ("lerp.Tensor", (0, 1, 2)), "lerp.Scalar": ("lerp.Scalar", (0, 1)),
+    "lerp.ScalarList": ("lerp.Scalar", (0, 1)),
+    "max.default": ("max.default", (0,)),
+}
 
 
-def _binary(fn):
-    def low(xs, other, alpha=1):
-        others = other if isinstance(other, (list, tuple)) else [other] * len(xs)
-        if not _is_one(alpha):
-            others = [o * alpha for o in others]
-        return [fn(x, o) for x, o in zip(xs, others)]
+def _overload(name):
+    packet, overload = name.split(".")
+    return getattr(getattr(aten, packet), overload)
+
+
+def _per_tensor(plain, lists):
+    """The _foreach lowering: `plain`'s lowering on each element of the lists (positions `lists`);
+    a Scalar[] gives each element its own scalar, other arguments are shared."""
+    def low(*args, _meta=None, **kwargs):
+        fn = LOWERINGS[plain]  # (looked up when traced: every module has registered by then)
+        out = []
+        for i in range(len(args[lists[0]])):
+            each = [a[i] if j in lists or isinstance(a, (list, tuple)) else a
+                    for j, a in enumerate(args)]
+            out.append(fn.fn(*each, **kwargs, **({"_meta": [_meta[i]]} if fn.meta else {})))
+        return out
     return low
 
 
-for _name, _fn in _UNARY.items():
-    register(*_ops(_name, "default"))(_unary(_fn))
-
-for _name, _fn in _BINARY.items():
-    register(*_ops(_name, "List", "Scalar", "ScalarList", "Tensor"))(_binary(_fn))
-
-
-@register(*_ops("pow", "ScalarAndTensor"))
-def _foreach_pow_scalar_tensor(s, xs):
-    return [jnp.power(s, x) for x in xs]
-
-
-def _addc(op):
-    def low(xs, t1s, t2s, value=1):
-        values = value if isinstance(value, (list, tuple)) else [value] * len(xs)
-        # PyTorch: self + value * t1 (op) t2, evaluated left to right; the value converted to an
-        # integer tensor's dtype first (1.5 -> 1), as the plain op's CPU kernel does
-        return [x + op(_like(v, x) * a, b) for x, a, b, v in zip(xs, t1s, t2s, values)]
-    return low
-
-
-def _like(v, x):
-    return v if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.asarray(v).astype(x.dtype)
-
-
-# The Tensor overloads take a CPU 1-d tensor of scalars, which cannot enter a device program:
-# those keep PyTorch's per-tensor kernel.
-register(*_ops("addcmul", "Scalar", "ScalarList"))(_addc(jnp.multiply))
-register(*_ops("addcdiv", "Scalar", "ScalarList"))(_addc(jnp.true_divide))
-
-
-@register(*_ops("lerp", "List", "Scalar", "ScalarList"))
-def _foreach_lerp(xs, ends, weight):
-    ws = weight if isinstance(weight, (list, tuple)) else [weight] * len(xs)
-    return [_lerp(x, e, w) for x, e, w in zip(xs, ends, ws)]
+for _name, (_plain, _lists) in _PER_TENSOR.items():
+    _op = getattr(getattr(aten, "_foreach_" + _name.split(".")[0], None), _name.split(".")[1], None)
+    if _op is not None:
+        register(_op, meta=True)(_per_tensor(_overload(_plain), _lists))
 
 
 @register(*_ops("copy", "default"))
@@ -107,31 +79,10 @@ def _foreach_copy(xs, srcs, non_blocking=False):
     return [jnp.broadcast_to(s, x.shape) for x, s in zip(xs, srcs)]
 
 
-@register(*_ops("max", "default"))
-def _foreach_max(xs):
-    return [jnp.max(x) for x in xs]
-
-
-def _norm(x, p):
-    """Vector norm for a runtime order p (a traced scalar): every case, selected by p."""
-    a = jnp.abs(x).astype(jnp.result_type(x.dtype, jnp.float32))
-    if a.size == 0:
-        return jnp.zeros((), a.dtype)
-    two = jnp.sqrt(jnp.sum(a * a))
-    one = jnp.sum(a)
-    inf = jnp.max(a)
-    ninf = jnp.min(a)
-    zero = jnp.sum(a != 0).astype(a.dtype)
-    safe_p = jnp.where((p == 0) | jnp.isinf(p), 1.0, p).astype(a.dtype)
-    gen = jnp.sum(a ** safe_p) ** (1 / safe_p)
-    return jnp.select([p == 2, p == 1, jnp.isposinf(p), jnp.isneginf(p), p == 0],
-                      [two, one, inf, ninf, zero], gen)
-
-
-@register(*_ops("norm", "Scalar"))
-def _foreach_norm(xs, ord=2, dtype=None):
-    p = jnp.asarray(ord)
-    return [_norm(x, p) for x in xs]  # the registry casts to `dtype`
+@register(*_ops("norm", "Scalar"), meta=True)
+def _foreach_norm(xs, ord=2, dtype=None, _meta=None):
+    fn = LOWERINGS[aten.linalg_vector_norm.default]
+    return [fn.fn(x, ord, None, False, dtype, _meta=[m]) for x, m in zip(xs, _meta)]
 
 
 # Fused Adam/AdamW (torch.optim's fused=True): one node for the whole update of every parameter.

@@ -140,7 +140,7 @@ for _op in _with_inplace(["scatter.value", "scatter.value_reduce"]):
 
 def _no_identity(ord) -> bool:
     """A norm order whose reduction has no identity: eager refuses it over an empty tensor."""
-    return ord is not None and (ord < 0 or ord == math.inf)
+    return type(ord) in (int, float) and (ord < 0 or ord == math.inf)
 
 
 # vector norms of an empty tensor (eager words the error by the dims reduced: shapes are kept,
@@ -148,9 +148,12 @@ def _no_identity(ord) -> bool:
 _register(["linalg_vector_norm.default", "norm.Scalar", "norm.ScalarOpt_dtype",
            "norm.ScalarOpt_dim", "norm.ScalarOpt_dim_dtype"],
           lambda x, ord=2, *a, **k: x.numel() == 0 and _no_identity(ord), elements=True)
+# _foreach_norm: also an order that is not an int or float, and tensors that are not floating or
+# complex (its meta kernel takes any)
 _register(["_foreach_norm.Scalar"],
-          lambda xs, ord=2, *a, **k: _no_identity(ord) and any(x.numel() == 0 for x in xs),
-          elements=True)
+          lambda xs, ord=2, *a, **k: type(ord) not in (int, float)
+          or any(not _inexact(x.dtype) for x in xs)
+          or (_no_identity(ord) and any(x.numel() == 0 for x in xs)), elements=True)
 
 
 def _negative_int_power(xs, exponent, *_):

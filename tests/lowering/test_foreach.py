@@ -1,0 +1,88 @@
+"""_foreach ops as eager's CPU kernels compute them: the plain op on each tensor of the list, with
+its dtypes, promotion, integer semantics and errors (an int8 list to an int8 power wraps, a bool
+list has no sign error but no trunc, a maximum with a scalar is clamp_min)."""
+import math
+
+import pytest
+import torch
+
+import lazyxla
+
+D = lazyxla.device()
+SHAPES = [(2, 3), (), (0,)]
+
+
+def _list(dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for shape in SHAPES:
+        if dtype is torch.bool:
+            out.append(torch.randint(0, 2, shape, generator=g).bool())
+        elif dtype.is_floating_point or dtype.is_complex:
+            big = torch.complex128 if dtype.is_complex else torch.float64
+            out.append((torch.randn(shape, generator=g, dtype=big) * 3).to(dtype))
+        else:
+            out.append(torch.randint(-5, 9, shape, generator=g).to(dtype))
+    return out
+
+
+# name -> fn(xs, ys, zs): a _foreach call on three lists
+CALLS = {
+    "sigmoid": lambda xs, ys, zs: torch._foreach_sigmoid(xs),
+    "sign": lambda xs, ys, zs: torch._foreach_sign(xs),
+    "trunc": lambda xs, ys, zs: torch._foreach_trunc(xs),
+    "frac_": lambda xs, ys, zs: torch._foreach_frac_(xs),
+    "abs_": lambda xs, ys, zs: torch._foreach_abs_(xs),
+    "add_list_alpha": lambda xs, ys, zs: torch._foreach_add(xs, ys, alpha=2),
+    "sub_scalar": lambda xs, ys, zs: torch._foreach_sub(xs, 1.5),
+    "mul_scalar_list_": lambda xs, ys, zs: torch._foreach_mul_(xs, [2, -1, 3]),
+    "div_list": lambda xs, ys, zs: torch._foreach_div(xs, ys),
+    "div_scalar_zero": lambda xs, ys, zs: torch._foreach_div(xs, 0),
+    "pow_list": lambda xs, ys, zs: torch._foreach_pow(xs, ys),
+    "pow_scalar": lambda xs, ys, zs: torch._foreach_pow(xs, 3),
+    "pow_bool_exponent_": lambda xs, ys, zs: torch._foreach_pow_(xs, True),
+    "pow_scalar_base": lambda xs, ys, zs: torch._foreach_pow(2.0, xs),
+    "maximum_scalar": lambda xs, ys, zs: torch._foreach_maximum(xs, 1),
+    "clamp_min_list_": lambda xs, ys, zs: torch._foreach_clamp_min_(xs, ys),
+    "minimum_list": lambda xs, ys, zs: torch._foreach_minimum(xs, ys),
+    "addcmul_float_value": lambda xs, ys, zs: torch._foreach_addcmul(xs, ys, zs, 1.5),
+    "addcdiv_values_": lambda xs, ys, zs: torch._foreach_addcdiv_(xs, ys, zs, [0.5, 2.0, 1.0]),
+    "lerp_scalar": lambda xs, ys, zs: torch._foreach_lerp(xs, ys, 0.25),
+    "norm": lambda xs, ys, zs: torch._foreach_norm(xs, 3),
+    "norm_bool_order": lambda xs, ys, zs: torch._foreach_norm(xs, True),
+}
+DTYPES = [torch.float32, torch.int8, torch.bool, torch.complex64]
+
+
+def _outcome(fn):
+    try:
+        return "ok", [t.cpu() for t in fn()]
+    except Exception as e:
+        return "error", type(e).__name__, str(e).splitlines()[0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[str(d)[6:] for d in DTYPES])
+@pytest.mark.parametrize("name", CALLS)
+def test_foreach_as_eager(name, dtype):
+    fn = CALLS[name]
+    lists = [_list(dtype, s) for s in (0, 10, 20)]
+
+    def call(device):
+        args = [[t.clone().to(device) for t in ts] for ts in lists]  # (in-place calls write them)
+        out = fn(*args)
+        return args[0] if out is None else out  # in place: the first list, written
+    expected, actual = _outcome(lambda: call("cpu")), _outcome(lambda: call(D))
+    if expected[0] == "error":
+        assert actual[:2] == expected[:2], (expected, actual)
+        return
+    assert actual[0] == "ok", actual
+    for e, a in zip(expected[1], actual[1]):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        torch.testing.assert_close(a, e, equal_nan=True)
+
+
+def test_foreach_norm_order_without_identity_over_an_empty_tensor():
+    xs = [torch.zeros(0), torch.ones(2)]
+    for ord in (math.inf, -1.0):
+        with pytest.raises(RuntimeError, match="empty tensor"):
+            torch._foreach_norm([x.to(D) for x in xs], ord)
