@@ -139,13 +139,21 @@ def _run(op, args, kwargs, shaped, halves_as=None) -> int:
     except (NotImplementedError, RuntimeError) as e:
         kind = _dtype_error(e)
         if kind == _DTYPE or (kind == _HALF and halves_as is None
-                              and _run(op, args, kwargs, shaped, torch.float32) != _NOT_DTYPE):
-            # (a half-only gap of the CPU's is allowed; one float32 shares is eager's error)
+                              and _fails_in_float32(op, args, kwargs, shaped)):
+            # (a half-only gap of the CPU's is allowed; one float32 shares is eager's error, in
+            # eager's words for the half dtypes)
             raise type(e)(message_line(e)) from None
         return kind
     except Exception:  # noqa: BLE001 - an error of the stand-ins, not of the call's dtypes
         pass
     return _NOT_DTYPE
+
+
+def _fails_in_float32(op, args, kwargs, shaped) -> bool:
+    try:
+        return _run(op, args, kwargs, shaped, torch.float32) != _NOT_DTYPE
+    except (NotImplementedError, RuntimeError):
+        return True
 
 
 def check_dtype_support(op, args, kwargs) -> None:

@@ -86,3 +86,14 @@ def test_foreach_norm_order_without_identity_over_an_empty_tensor():
     for ord in (math.inf, -1.0):
         with pytest.raises(RuntimeError, match="empty tensor"):
             torch._foreach_norm([x.to(D) for x in xs], ord)
+
+
+def test_a_half_dtypes_error_is_worded_for_the_half_dtype():
+    """The dtype probe tells a half-only gap of the CPU from eager's error by running again in
+    float32; the error raised was that run's ("ComplexFloat can't be cast to ... Float")."""
+    for dtype in (torch.float16, torch.bfloat16):
+        with pytest.raises(RuntimeError) as cpu:
+            torch._foreach_add_([torch.ones(2, dtype=dtype)], 1 + 1j)
+        with pytest.raises(RuntimeError) as dev:
+            torch._foreach_add_([torch.ones(2, dtype=dtype).to(D)], 1 + 1j)
+        assert str(dev.value) == str(cpu.value)
