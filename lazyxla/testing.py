@@ -18,6 +18,17 @@ def to_dev(x):
     return x
 
 
+def sample(shape, dtype, generator) -> torch.Tensor:
+    """Values of `dtype` for a differential test: normals times 3 (floats, complex), integers in
+    [-5, 9) ([0, 9) for uint8), bools half true."""
+    if dtype is torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    if dtype.is_floating_point or dtype.is_complex:
+        wide = torch.complex128 if dtype.is_complex else torch.float64
+        return (torch.randn(shape, generator=generator, dtype=wide) * 3).to(dtype)
+    return torch.randint(0 if dtype is torch.uint8 else -5, 9, shape, generator=generator).to(dtype)
+
+
 def to_cpu(x):
     if isinstance(x, torch.Tensor):
         return x.detach().cpu()

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import lazyxla
+from lazyxla.testing import sample
 
 D = lazyxla.device()
 SHAPES = [(2, 3), (), (0,)]
@@ -14,16 +15,7 @@ SHAPES = [(2, 3), (), (0,)]
 
 def _list(dtype, seed):
     g = torch.Generator().manual_seed(seed)
-    out = []
-    for shape in SHAPES:
-        if dtype is torch.bool:
-            out.append(torch.randint(0, 2, shape, generator=g).bool())
-        elif dtype.is_floating_point or dtype.is_complex:
-            big = torch.complex128 if dtype.is_complex else torch.float64
-            out.append((torch.randn(shape, generator=g, dtype=big) * 3).to(dtype))
-        else:
-            out.append(torch.randint(-5, 9, shape, generator=g).to(dtype))
-    return out
+    return [sample(shape, dtype, g) for shape in SHAPES]
 
 
 # name -> fn(xs, ys, zs): a _foreach call on three lists

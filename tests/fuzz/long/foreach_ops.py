@@ -15,6 +15,7 @@ from _driver import close, main, outcome  # noqa: E402
 
 import lazyxla  # noqa: E402
 from lazyxla.lowering.registry import LOWERINGS  # noqa: E402
+from lazyxla.testing import sample  # noqa: E402
 
 D = lazyxla.device()
 aten = torch.ops.aten
@@ -26,17 +27,8 @@ ADDC = ("_foreach_addcmul", "_foreach_addcdiv")
 
 
 def _list(dtype, seed):
-    out = []
-    for k, shape in enumerate(SHAPES):
-        g = torch.Generator().manual_seed(seed * 10 + k)
-        if dtype is torch.bool:
-            out.append(torch.randint(0, 2, shape, generator=g).bool())
-        elif dtype.is_floating_point or dtype.is_complex:
-            big = torch.complex128 if dtype.is_complex else torch.float64
-            out.append((torch.randn(shape, generator=g, dtype=big) * 3).to(dtype))
-        else:
-            out.append(torch.randint(0 if dtype is torch.uint8 else -5, 9, shape, generator=g).to(dtype))
-    return out
+    return [sample(shape, dtype, torch.Generator().manual_seed(seed * 10 + k))
+            for k, shape in enumerate(SHAPES)]
 
 
 def _argument_makers(name, overloads):
