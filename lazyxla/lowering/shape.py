@@ -301,30 +301,46 @@ register(aten.triu_indices.default, meta=True)(_tri_indices(np.triu_indices))
 
 # ---------------------------------------------------------------- sorted search
 
+def _bisect(seq, vals, right):
+    """eager's CPU binary search, step for step: a lower bound moves right while
+    !(seq[mid] >= v), an upper bound while !(seq[mid] > v). jnp.searchsorted orders NaN last, as
+    NumPy does; eager's comparisons with NaN are false, so a NaN value lands past the end and a
+    NaN in the sequence counts as below any value. seq: (..., n); vals: (..., m) with seq's
+    leading dims, or any shape for a 1-d seq. Unrolled: the interval halves every step."""
+    n = seq.shape[-1]
+    start = jnp.zeros(vals.shape, jnp.int64)
+    end = jnp.full(vals.shape, n, jnp.int64)
+    for _ in range(n.bit_length()):
+        mid = start + ((end - start) >> 1)
+        at = jnp.minimum(mid, n - 1)
+        mv = seq[at] if seq.ndim == 1 else jnp.take_along_axis(seq, at, axis=-1)
+        up = ~(mv > vals) if right else ~(mv >= vals)
+        live = start < end
+        start = jnp.where(live & up, mid + 1, start)
+        end = jnp.where(live & ~up, mid, end)
+    return start
+
+
 def _search(seq, vals, right, sorter):
-    side = "right" if right else "left"
+    dtype = jnp.result_type(seq.dtype, vals.dtype)
+    seq, vals = seq.astype(dtype), vals.astype(dtype)
     if sorter is not None:
         check_index(sorter, seq.shape[-1], negative=False, kind=SORTER_RANGE)
         seq = jnp.take_along_axis(seq, sorter, axis=-1)
     if seq.ndim == 1:
-        return jnp.searchsorted(seq, vals, side=side)
+        return _bisect(seq, vals, right)
     lead = seq.shape[:-1]
     rows = math.prod(lead)  # (explicit sizes: a -1 cannot be inferred for empty inputs)
     s = seq.reshape((rows, seq.shape[-1]))
     v = vals.reshape((rows, math.prod(vals.shape[len(lead):])))
-    out = jax.vmap(lambda a, b: jnp.searchsorted(a, b, side=side))(s, v)
-    return out.reshape(lead + vals.shape[len(lead):])
+    return _bisect(s, v, right).reshape(lead + vals.shape[len(lead):])
 
 
 @register(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
 def searchsorted(seq, x, out_int32=False, right=False, side=None, sorter=None):
-    x = jnp.asarray(x)
-    return _search(seq, x.astype(jnp.result_type(seq.dtype, x.dtype)),
-                   right or side == "right", sorter)
+    return _search(seq, jnp.asarray(x), right or side == "right", sorter)
 
 
 @register(aten.bucketize.Tensor, aten.bucketize.Scalar)
 def bucketize(x, boundaries, out_int32=False, right=False):
-    x = jnp.asarray(x)
-    return jnp.searchsorted(boundaries, x.astype(jnp.result_type(boundaries.dtype, x.dtype)),
-                            side="right" if right else "left")
+    return _search(boundaries, jnp.asarray(x), right, None)

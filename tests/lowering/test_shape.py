@@ -112,6 +112,22 @@ def test_searchsorted_of_empty_batched_sequences():
     check(lambda s, v: torch.searchsorted(s, v), torch.empty(2, 0), torch.ones(2, 3))
 
 
+def test_searchsorted_with_nan_and_unsorted_input_as_eager():
+    """eager's binary search compares with !(x >= v) and !(x > v): a NaN value lands past the end
+    and a NaN in the sequence counts as below any value; jnp.searchsorted ordered NaN last (a NaN
+    value gave len - 1 against a sequence ending in NaN). On an unsorted sequence, eager's result
+    is whatever its steps find: the same steps give the same answer."""
+    nan = float("nan")
+    v = torch.tensor([nan, 2.5, 0.0, 4.0, float("inf")])
+    for s in (torch.tensor([1.0, 2.0, 3.0, nan]), torch.tensor([nan, 1.0, nan, 2.0, 3.0]),
+              torch.tensor([3.0, -1.0, 2.0, 0.0, 5.0, 1.0]), torch.tensor([nan])):
+        for right in (False, True):
+            check(lambda s, v: torch.searchsorted(s, v, right=right), s, v)
+            check(lambda s, v: torch.bucketize(v, s, right=right), s, v)
+    check(lambda s, v: torch.searchsorted(s, v), torch.tensor([[1.0, nan], [nan, nan]]),
+          torch.tensor([[nan, 1.0], [0.0, 1.0]]))
+
+
 def test_replicate_pad_negative():
     # Cropping beyond the replicated border: every output reads the clamped input position.
     for x, pad in ((torch.randn(5, 3, 4, 4), (-4, 5, 0, 0)), (torch.randn(6, 2, 4, 4), (0, 0, 2, -4)),
