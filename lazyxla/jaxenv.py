@@ -87,6 +87,15 @@ def type_name(dtype: torch.dtype) -> str:
             torch.complex32: "ComplexHalf"}.get(dtype, str(dtype))
 
 
+def cpp_type_name(dtype: torch.dtype) -> str:
+    """The C++ name some of PyTorch's messages give a dtype (caffe2::TypeMeta): long int, c10::Half."""
+    return {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
+            torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
+            torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char",
+            torch.bool: "bool", torch.complex64: "c10::complex<float>",
+            torch.complex128: "c10::complex<double>"}.get(dtype, str(dtype))
+
+
 def torch_dtype(dtype) -> torch.dtype:
     return _NP_TO_TORCH[np.dtype(dtype)]
 

@@ -10,12 +10,13 @@ call (value_checks.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 
 from lazyxla.ir.meta import CHECKS, stand_in
-from lazyxla.jaxenv import type_name
+from lazyxla.jaxenv import cpp_type_name, type_name
 
 aten = torch.ops.aten
 
@@ -330,6 +331,21 @@ def _index_fill(x, dim, index, value, **kwargs):
 def _mvlgamma(x, p):
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
+
+
+@check(aten.cat.out)
+def _cat_out(tensors, dim=0, *, out):
+    dtype = functools.reduce(torch.promote_types, [t.dtype for t in tensors], tensors[0].dtype) \
+        if tensors else out.dtype
+    if not torch.can_cast(dtype, out.dtype):  # (the meta kernel's is a RuntimeError)
+        raise TypeError(f"torch.cat(): input types can't be cast to the desired output type "
+                        f"{type_name(out.dtype)}")
+
+
+@check(aten.isnan.out)
+def _isnan_out(x, *, out):
+    if out.dtype != torch.bool:
+        raise RuntimeError(f"Expected out tensor to have dtype bool, but got {cpp_type_name(out.dtype)} instead")
 
 
 @check(aten.linalg_cross.default)

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from lazyxla.jaxenv import type_name
+from lazyxla.jaxenv import cpp_type_name, type_name
 from .exact_arith import Arith, linspace
 from .registry import aten, register
 
@@ -175,10 +175,6 @@ def histogramdd_from_bin_tensors(x, bins, *, weight=None, density=False):
 # ---------------------------------------------------------------- meta kernels (and eager's checks)
 
 _KERNEL_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-_TYPE_META = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
-              torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
-              torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char",
-              torch.bool: "bool"}
 
 
 def _not_implemented(name, dt):
@@ -218,8 +214,8 @@ def _check_inputs(x_shape, dtype, bins_specs, weight):
     for k, (bdim, bnumel, bdt) in enumerate(bins_specs):
         if bdt != dtype:
             raise RuntimeError("torch.histogramdd: input tensor and bins tensors should have the same "
-                               f"dtype, but got input with dtype {_TYPE_META.get(dtype, dtype)} and bins "
-                               f"for dimension {k} with dtype {_TYPE_META.get(bdt, bdt)}")
+                               f"dtype, but got input with dtype {cpp_type_name(dtype)} and bins "
+                               f"for dimension {k} with dtype {cpp_type_name(bdt)}")
         if bdim != 1:
             raise RuntimeError("torch.histogramdd: bins tensor should have one dimension, but got "
                                f"{bdim} dimensions in the bins tensor for dimension {k}")
@@ -230,8 +226,8 @@ def _check_inputs(x_shape, dtype, bins_specs, weight):
         if weight.dtype != dtype:
             raise RuntimeError("torch.histogramdd: if weight tensor is provided, input tensor and weight "
                                f"tensor should have the same dtype, but got input("
-                               f"{_TYPE_META.get(dtype, dtype)}), and weight("
-                               f"{_TYPE_META.get(weight.dtype, weight.dtype)})")
+                               f"{cpp_type_name(dtype)}), and weight("
+                               f"{cpp_type_name(weight.dtype)})")
         wshape = list(weight.shape) or [1]
         if list(x_shape[:-1]) != wshape:
             raise RuntimeError("torch.histogramdd: if weight tensor is provided it should have the same "

@@ -26,6 +26,9 @@ BAD = {
     "conv_weight_dtype": lambda d: F.conv2d(IMG.to(d), W.double().to(d)),
     "conv_transpose_output_padding": lambda d: F.conv_transpose1d(
         torch.randn(1, 4, 5).to(d), torch.randn(4, 2, 3).to(d), output_padding=2),
+    "cat_out_uncastable": lambda d: torch.cat([X.to(d), X.to(d)], out=torch.empty(0, dtype=torch.long, device=d)),
+    "cat_out_complex_to_float": lambda d: torch.cat([X.to(torch.complex64).to(d)], out=torch.empty(0, device=d)),
+    "isnan_out_float": lambda d: torch.ops.aten.isnan.out(X.to(d), out=torch.empty(0, device=d)),
     "index_select_2d_index": lambda d: X.to(d).index_select(0, torch.tensor([[0]]).to(d)),
     "index_select_float_index": lambda d: X.to(d).index_select(0, torch.tensor([0.0]).to(d)),
     "searchsorted_side": lambda d: torch.searchsorted(torch.arange(3.0).to(d), X.to(d), side="middle"),
