@@ -125,11 +125,19 @@ def _register(names, suspect, elements=False):
         value_check(op)(_when(suspect, op, elements))
 
 
-# renorm: a positive norm order, a maxnorm >= 0 (NaN fails both comparisons)
-_register(["renorm.default"], lambda x, p, dim, maxnorm: not (p > 0 and maxnorm >= 0))
+def _outside(v, lo, hi, low_open=False) -> bool:
+    """v is not a real number in [lo, hi] ((lo, hi] with low_open): NaN and complex are outside."""
+    if type(v) not in (int, float, bool):
+        return True
+    return not ((lo < v) if low_open else (lo <= v)) or not v <= hi
+
+
+# renorm: a positive norm order, a maxnorm >= 0
+_register(["renorm.default"], lambda x, p, dim, maxnorm: _outside(p, 0, math.inf, low_open=True)
+          or _outside(maxnorm, 0, math.inf))
 # softshrink: 0 <= lambda <= the input dtype's largest value
 _register(["softshrink.default"],
-          lambda x, lambd=0.5: not 0 <= lambd <= _FLOAT_MAX.get(x.dtype, math.inf))
+          lambda x, lambd=0.5: _outside(lambd, 0, _FLOAT_MAX.get(x.dtype, math.inf)))
 # a fill value the dtype cannot hold; scatter's CPU kernel returns before converting it when
 # there is nothing to write, so its stand-ins keep their shapes (indices 0, always in range)
 for _op in _with_inplace(["constant_pad_nd.default"]):
@@ -178,8 +186,9 @@ for _name in ("clamp_min", "clamp_max", "maximum", "minimum"):
     _register([f"_foreach_{_name}.Scalar", f"_foreach_{_name}.ScalarList"], _foreach_unfit(1))
 for _name in ("addcmul", "addcdiv"):
     _register([f"_foreach_{_name}.Scalar", f"_foreach_{_name}.ScalarList"], _foreach_unfit(3))
+_pow_unfit = _foreach_unfit(1)
 _register(["_foreach_pow.Scalar", "_foreach_pow.ScalarList"],
-          lambda xs, e: _negative_int_power(xs, e) or _foreach_unfit(1)(xs, e))
+          lambda xs, e: _negative_int_power(xs, e) or _pow_unfit(xs, e))
 # index_add converts alpha to the tensor's dtype (a float alpha of an integer tensor truncated),
 # after returning early on an empty tensor
 _register(["index_add.default"], lambda x, dim, index, source, alpha=1: _suspect(alpha, x.dtype),
