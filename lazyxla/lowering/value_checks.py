@@ -177,8 +177,9 @@ def _foreach_unfit(pos):
     def suspect(xs, *args, **kwargs):
         rest = list(args) + list(kwargs.values())
         s = rest[pos - 1] if len(rest) >= pos else None
-        ss = s if isinstance(s, (list, tuple)) else [s] * len(xs)
-        return any(_suspect(v, x.dtype) for x, v in zip(xs, ss))
+        if isinstance(s, (list, tuple)):
+            return any(_suspect(v, x.dtype) for x, v in zip(xs, s))
+        return any(_suspect(s, dt) for dt in {x.dtype for x in xs})  # (once per dtype)
     return suspect
 
 
