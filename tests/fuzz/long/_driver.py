@@ -57,3 +57,31 @@ def close(expected, actual, rtol=1e-5, atol=1e-5) -> bool:
     if expected.is_floating_point() or expected.is_complex():
         return torch.allclose(expected, actual, rtol=rtol, atol=atol, equal_nan=True)
     return torch.equal(expected, actual)
+
+
+def host(v):
+    """Tensors, in any nesting of tuples and lists (torch.return_types are tuples), on the CPU."""
+    import torch
+    if isinstance(v, torch.Tensor):
+        return v.cpu()
+    if isinstance(v, (tuple, list)):
+        return tuple(host(x) for x in v)
+    return v
+
+
+def same_outcome(want, got, rtol=1e-5, atol=1e-5) -> bool:
+    """Two outcome()s agree: errors of one type, or values close() one by one (NaN equal)."""
+    import math
+
+    import torch
+    if want[0] != got[0]:
+        return False
+    if want[0] == "error":
+        return want[1] == got[1]
+    x, y = want[1], got[1]
+    if isinstance(x, torch.Tensor):
+        return isinstance(y, torch.Tensor) and close(x, y, rtol, atol)
+    if isinstance(x, tuple):
+        return isinstance(y, tuple) and len(x) == len(y) and all(
+            same_outcome(("ok", p), ("ok", q), rtol, atol) for p, q in zip(x, y))
+    return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))

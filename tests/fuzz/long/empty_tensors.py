@@ -5,41 +5,18 @@ numbers the case (`python empty_tensors.py 0 2000`; past the last case a seed co
 Compared: errors (type), shapes, dtypes and values."""
 from __future__ import annotations
 
-import math
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _driver import close, main, outcome  # noqa: E402
+from _driver import host, main, outcome, same_outcome  # noqa: E402
 
 import lazyxla  # noqa: E402
 
 D = lazyxla.device()
 SHAPES = [(0,), (0, 3), (3, 0), (2, 0, 3), (1, 0), ()]
-
-
-def _host(v):
-    if isinstance(v, torch.Tensor):
-        return v.cpu()
-    if isinstance(v, (tuple, list)):  # (torch.return_types are tuples)
-        return tuple(_host(x) for x in v)
-    return v
-
-
-def _same(a, b) -> bool:
-    if a[0] != b[0]:
-        return False
-    if a[0] == "error":
-        return a[1] == b[1]
-    x, y = a[1], b[1]
-    if isinstance(x, torch.Tensor):
-        return isinstance(y, torch.Tensor) and close(x, y)
-    if isinstance(x, tuple):
-        return isinstance(y, tuple) and len(x) == len(y) and all(
-            _same(("ok", p), ("ok", q)) for p, q in zip(x, y))
-    return x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
 
 
 R = {}
@@ -125,9 +102,9 @@ def run(seed):
         return None
     name, fn, shape = CASES[seed]
     x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-    want = outcome(lambda: _host(fn(x.clone())))
-    got = outcome(lambda: _host(fn(x.clone().to(D))))
-    if _same(want, got):
+    want = outcome(lambda: host(fn(x.clone())))
+    got = outcome(lambda: host(fn(x.clone().to(D))))
+    if same_outcome(want, got):
         return None
     return f"{name} {shape}: eager {str(want)[:200]} lazyxla {str(got)[:200]}"
 

@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _driver import close, main, outcome  # noqa: E402
+from _driver import host, main, outcome, same_outcome  # noqa: E402
 
 import lazyxla  # noqa: E402
 from lazyxla.device import dispatch  # noqa: E402
@@ -85,14 +85,6 @@ def _cases():
 CASES = _cases()
 
 
-def _host(v):
-    if isinstance(v, torch.Tensor):
-        return v.cpu()
-    if isinstance(v, (tuple, list)):
-        return tuple(_host(x) for x in v)
-    return v
-
-
 def _call(func, args, kwargs, where, value, device):
     move = (lambda t: t.to(device)) if device is not None else (lambda t: t.clone())
     a = list(tree_map(lambda t: move(t) if isinstance(t, torch.Tensor) else t, args))
@@ -101,20 +93,7 @@ def _call(func, args, kwargs, where, value, device):
         a[where[1]] = value
     else:
         k[where[1]] = value
-    return _host(func(*a, **k))
-
-
-def _same(a, b) -> bool:
-    if a[0] != b[0]:
-        return False
-    if a[0] == "error":
-        return a[1] == b[1]
-    x, y = a[1], b[1]
-    if isinstance(x, torch.Tensor):
-        return isinstance(y, torch.Tensor) and close(x, y, 1e-4, 1e-4)
-    if isinstance(x, tuple):
-        return isinstance(y, tuple) and len(x) == len(y) and all(_same(("ok", p), ("ok", q)) for p, q in zip(x, y))
-    return x == y
+    return host(func(*a, **k))
 
 
 def run(seed):
@@ -125,7 +104,7 @@ def run(seed):
         return None  # (the sample itself does not run on lazyxla: OpInfo's sweep reports it)
     want = outcome(lambda: _call(func, args, kwargs, where, value, None))
     got = outcome(lambda: _call(func, args, kwargs, where, value, D))
-    if _same(want, got):
+    if same_outcome(want, got, 1e-4, 1e-4):
         return None
     return f"{func} {where} = {value!r} (after {orig!r}): eager {str(want)[:200]} lazyxla {str(got)[:200]}"
 
