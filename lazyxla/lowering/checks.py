@@ -17,6 +17,7 @@ import torch
 
 from lazyxla.ir.meta import CHECKS, stand_in
 from lazyxla.jaxenv import cpp_type_name, type_name
+from .registry import overload_named
 
 aten = torch.ops.aten
 
@@ -289,17 +290,12 @@ def _eager_scalar_checks(op, sizes=None, elements=False):
     return fn
 
 
-def _overload(name):
-    packet, overload = name.split(".")
-    return getattr(getattr(aten, packet, None), overload, None)
-
-
 def _with_inplace(names):
     """The named overloads and their in-place forms (whose meta kernels run first and word some
     of these errors otherwise)."""
     for name in names:
         packet, overload = name.split(".")
-        yield from {_overload(name), _overload(packet.rstrip("_") + "_." + overload)} - {None}
+        yield from {overload_named(name), overload_named(packet.rstrip("_") + "_." + overload)} - {None}
 
 
 # Random ops: their float arguments are part of the signature, so checking once per signature

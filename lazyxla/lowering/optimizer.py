@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .registry import LOWERINGS, aten, register
+from .registry import LOWERINGS, aten, overload_named, register
 
 
 def _ops(name, *overloads):
@@ -49,11 +49,6 @@ _PER_TENSOR = {
 }
 
 
-def _overload(name):
-    packet, overload = name.split(".")
-    return getattr(getattr(aten, packet), overload)
-
-
 def _per_tensor(plain, lists):
     """The _foreach lowering: `plain`'s lowering on each element of the lists (positions `lists`);
     a Scalar[] gives each element its own scalar, other arguments are shared."""
@@ -69,9 +64,9 @@ def _per_tensor(plain, lists):
 
 
 for _name, (_plain, _lists) in _PER_TENSOR.items():
-    _op = getattr(getattr(aten, "_foreach_" + _name.split(".")[0], None), _name.split(".")[1], None)
+    _op = overload_named("_foreach_" + _name)
     if _op is not None:
-        register(_op, meta=True)(_per_tensor(_overload(_plain), _lists))
+        register(_op, meta=True)(_per_tensor(overload_named(_plain), _lists))
 
 
 @register(*_ops("copy", "default"))

@@ -235,6 +235,12 @@ _OUT_TO_FUNCTIONAL = {"aten::arange.out": "aten::arange.default",
                       "aten::arange.start_out": "aten::arange.start_step"}
 
 
+def overload_named(name: str):
+    """aten's `packet.overload` by name ("add.Tensor"), or None where this PyTorch lacks it."""
+    packet, overload = name.split(".")
+    return getattr(getattr(aten, packet, None), overload, None)
+
+
 @functools.lru_cache(maxsize=None)
 def functional_variant(op):
     """The functional overload computing what an in-place (`add_`) or out= (`add.out`) op writes:
