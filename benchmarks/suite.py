@@ -155,6 +155,10 @@ def main(quick=False, peer_python=(), threads=1, workloads=None, modes=None, sys
         r = run_job(job, py, threads, timeout)
         results.append(r)
         _progress(r)
+    r = run_job({"system": "lazy", "workload": "ops", "mode": "record", "quick": quick}, sys.executable,
+                threads, timeout)
+    results.append(r)
+    _progress(r)
     if dynamic:
         n = 20 if quick else 100
         for s in (("compiled",) if quick else ("compiled", "inductor")):
@@ -186,7 +190,11 @@ def main(quick=False, peer_python=(), threads=1, workloads=None, modes=None, sys
 
 def _progress(r):
     if r.get("ok"):
-        if r["mode"] == "dynamic":
+        if r["mode"] == "record":
+            within = sum(x["ok"] for x in r["rows"])
+            print(f"  {'lazy':>16} recording: {within} of {len(r['rows'])} calls within the budget per op",
+                  flush=True)
+        elif r["mode"] == "dynamic":
             print(f"  {r['system']:>16} dyn: {r['n_lengths']} lengths, {r['compiles']} compiles, "
                   f"{r['total_s']:.1f}s", flush=True)
         else:
@@ -203,7 +211,7 @@ def rows(results):
     """(workload, mode) -> {system: result}, with the direct floor as its own system."""
     table = {}
     for r in results:
-        if r["mode"] == "dynamic":
+        if r["mode"] in ("dynamic", "record"):
             continue
         t = table.setdefault((r["workload"], r["mode"]), {})
         t[r["system"]] = r
@@ -306,6 +314,11 @@ def render(meta, results) -> str:
                      f"{_f(r.get('first_s'), '{:.2f}')} | {comp} | {_f(r.get('rss_first_mb'), '{:.0f}')} |")
     L.append("")
     L += targets(table)
+    for r in results:
+        if r["mode"] == "record":
+            from .record_ops import render as render_record
+            L += (render_record(r["rows"]) if r.get("ok") else
+                  ["## Recording in lazy mode", "", f"**error**: {_oneline(r.get('error'))}"]) + [""]
     dyn = [r for r in results if r["mode"] == "dynamic"]
     if dyn:
         L.append("## Dynamic lengths: torch.compile(dynamic=True), one transformer block (d 64), "
@@ -321,7 +334,7 @@ def render(meta, results) -> str:
                      f"{_f(r.get('dynamo_frames'), '{}')} | {r['total_s']:.2f} | {r['median_ms']:.2f} | "
                      f"{_f(r.get('second_pass_s'), '{:.2f}')} |")
         L.append("")
-    L.append(f"![chart](chart.png)\n")
+    L.append("![chart](chart.png)\n")
     return "\n".join(L) + "\n"
 
 

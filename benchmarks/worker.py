@@ -356,7 +356,11 @@ def main(argv=None):
     job.setdefault("threads", 1)
     out = {"system": job.get("system"), "workload": job.get("workload"), "mode": job.get("mode")}
     try:
-        out = run_dynamic(job) if job.get("mode") == "dynamic" else Runner(job).run()
+        if job.get("mode") == "record":
+            from benchmarks import record_ops
+            out = record_ops.run(job)
+        else:
+            out = run_dynamic(job) if job.get("mode") == "dynamic" else Runner(job).run()
     except Exception as e:  # reported in the table, not hidden
         out.update(ok=False, error=f"{type(e).__name__}: {e}".strip()[:2000],
                    traceback=traceback.format_exc()[-4000:])

@@ -12,7 +12,6 @@ torch_xla and torchax run this file from their own virtualenvs).
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn as nn

@@ -49,3 +49,53 @@ def test_under_load_is_other_processes_cpu_not_the_jobs_own():
     md = suite.render(meta, [_r("eager", 0.25)])
     assert "other processes used up to 0.80 of 2 CPUs" in md
     assert "mean 0.30, max 0.80 cores" in md
+
+
+def test_recording_table_counts_the_ops_each_call_records():
+    """benchmarks/record_ops.py divides each call's time by the aten ops it says the call records;
+    those counts are what the device's kernels record (functional, in-place and view kernels)."""
+    import torch
+    import torch.nn.functional as F
+    import lazyxla
+    from lazyxla.device import dispatch
+    from benchmarks import record_ops
+    counted = []
+    node, view = dispatch.record_node, dispatch.record_view
+
+    def count(fn):
+        def wrapped(op, *a, **k):
+            counted.append(op)
+            return fn(op, *a, **k)
+        return wrapped
+    dispatch.record_node, dispatch.record_view = count(node), count(view)
+    try:
+        for name, n_ops, make in record_ops.cases(torch, F):
+            call = make(lazyxla.device())
+            counted.clear()
+            call()
+            foreach_tensors = 8 if name.startswith("_foreach") else 1
+            assert len(counted) * foreach_tensors == n_ops, (name, counted)
+            lazyxla.sync()
+    finally:
+        dispatch.record_node, dispatch.record_view = node, view
+
+
+def test_recording_report_and_budget_verdicts():
+    import torch
+    import torch.nn.functional as F
+    from benchmarks import record_ops
+    rows = record_ops.measure(per_round=2, rounds=1)
+    assert [r["op"] for r in rows] == [name for name, _, _ in record_ops.cases(torch, F)]
+    assert all(r["lazy_us"] > 0 and r["eager_us"] > 0 for r in rows)
+    fake = [{"op": "a + b", "ops": 1, "lazy_us": 7.0, "per_op_us": 7.0, "eager_us": 3.0, "ok": True},
+            {"op": "F.linear", "ops": 2, "lazy_us": 24.0, "per_op_us": 12.0, "eager_us": 50.0, "ok": False}]
+    md = "\n".join(record_ops.render(fake))
+    assert "(budget <= 10 us per aten op): 1 of 2 within" in md
+    assert "| a + b | 1 | 7.0 | 7.0 | 3.0 | ok |" in md
+    assert "| F.linear | 2 | 24.0 | 12.0 | 50.0 | MISS |" in md
+    meta = {"under_load": False, "command": "c", "started": "now", "wall_s": 1.0, "torch": "t",
+            "jax": "j", "python": "3", "platform": "p", "cpus": 2, "threads": 1, "xla_flags": "f",
+            "loadavg_start": (0, 0, 0), "loadavg_end": (0, 0, 0), "max_loadavg": 0.0, "peers": "none"}
+    report = suite.render(meta, [_r("eager", 0.25), {"system": "lazy", "workload": "ops",
+                                                     "mode": "record", "ok": True, "rows": fake}])
+    assert "| F.linear | 2 | 24.0 | 12.0 | 50.0 | MISS |" in report
