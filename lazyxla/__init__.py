@@ -115,10 +115,17 @@ def set_cache_capacity(n: int) -> None:
 
 
 def _init_from_env() -> None:
+    """A persistent cache named by the environment that cannot be used is warned about, not
+    raised: the process still runs, compiling as if none were set."""
     import os
+    import warnings
     path = os.environ.get("LAZYXLA_PERSISTENT_CACHE_PATH")
     if path:
-        initialize_cache(path)
+        try:
+            initialize_cache(path)
+        except OSError as e:
+            warnings.warn(f"LAZYXLA_PERSISTENT_CACHE_PATH={path!r} cannot be used ({e}); "
+                          "lazyxla compiles without a persistent cache", stacklevel=2)
 
 
 _init_from_env()

@@ -152,7 +152,14 @@ def initialize_persistent_cache(path: str, readonly: bool = False) -> None:
 
     path = os.path.abspath(os.fspath(path))
     if not readonly:
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:  # a file there, a parent that cannot hold directories (/proc)
+            raise type(e)(e.errno, f"lazyxla: cannot make the persistent cache directory {path!r}: "
+                                   f"{e.strerror}") from e
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"lazyxla: the persistent cache directory {path!r} is not "
+                                  "writable (initialize_cache(path, readonly=True) only reads it)")
     elif not os.path.isdir(path):
         raise FileNotFoundError(f"lazyxla: read-only persistent cache {path!r} does not exist")
     if _persistent_path == path:

@@ -89,3 +89,24 @@ def test_corrupt_persistent_entry_is_recompiled(tmp_path):
     assert "integrity" in err
     fourth, _ = _run(tmp_path)  # the bad entry was replaced by a good one
     assert fourth["HIT"] >= 1 and fourth["CORRUPT"] == 0
+
+
+def test_unusable_persistent_cache_path(tmp_path):
+    """initialize_cache(path) raises a clear OSError for a path it cannot make a directory of;
+    the same path from LAZYXLA_PERSISTENT_CACHE_PATH is a warning at import, and the process
+    runs on without a persistent cache."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    with pytest.raises(OSError, match="cannot make the persistent cache directory"):
+        lazyxla.initialize_cache(str(blocker / "cache"))
+    with pytest.raises(OSError, match="cannot make the persistent cache directory"):
+        lazyxla.initialize_cache(str(blocker))
+    env = dict(os.environ, LAZYXLA_PERSISTENT_CACHE_PATH=str(blocker / "cache"))
+    program = ("import torch, lazyxla; d = lazyxla.device(); "
+               "print('OK', (torch.arange(3.0, device=d) * 2).cpu().tolist(), "
+               "lazyxla.runtime.cache.persistent_cache_path())")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "OK [0.0, 2.0, 4.0] None" in out.stdout
+    assert "LAZYXLA_PERSISTENT_CACHE_PATH=" in out.stderr and "cannot be used" in out.stderr
