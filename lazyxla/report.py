@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 
 from lazyxla import metrics
 
@@ -94,8 +95,9 @@ def _save_at_exit() -> None:
     if path:
         try:
             save_report(path)
-        except OSError:
-            pass
+        except OSError as e:  # at exit: said on stderr, the only place left to say it
+            sys.stderr.write(f"lazyxla: could not write the run report to LAZYXLA_REPORT_PATH="
+                             f"{path!r}: {e}\n")
 
 
 atexit.register(_save_at_exit)

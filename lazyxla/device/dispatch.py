@@ -261,9 +261,14 @@ class PendingBudget:
     it traces a graph."""
     def __init__(self):
         import os
+        raw = os.environ.get("LAZYXLA_MAX_PENDING_OPS", "200000")
         try:
-            self.limit = int(os.environ.get("LAZYXLA_MAX_PENDING_OPS", "200000"))
+            self.limit = int(raw)
         except ValueError:
+            self.limit = -1
+        if self.limit < 0:
+            warnings.warn(f"LAZYXLA_MAX_PENDING_OPS={raw!r} is not a non-negative integer; "
+                          "using 200000 (0 disables the automatic sync)")
             self.limit = 200000
         self.count = 0
         self.suspended = 0

@@ -135,6 +135,31 @@ def test_pending_recording_is_bounded(fresh_metrics, monkeypatch):
     assert x.cpu().tolist() == [120.0, 120.0]
 
 
+def test_pending_budget_from_env(monkeypatch):
+    """LAZYXLA_MAX_PENDING_OPS: a count, 0 disables; anything else warns and keeps the default."""
+    import pytest
+    from lazyxla.device.dispatch import PendingBudget
+    monkeypatch.setenv("LAZYXLA_MAX_PENDING_OPS", "0")
+    assert PendingBudget().limit == 0
+    for bad in ("lots", "-1"):
+        monkeypatch.setenv("LAZYXLA_MAX_PENDING_OPS", bad)
+        with pytest.warns(UserWarning, match="LAZYXLA_MAX_PENDING_OPS"):
+            assert PendingBudget().limit == 200000
+
+
+def test_report_path_that_cannot_be_written_is_said_at_exit(tmp_path):
+    import os
+    import subprocess
+    import sys
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    env = dict(os.environ, LAZYXLA_REPORT_PATH=str(blocker / "run.json"))
+    out = subprocess.run([sys.executable, "-c", "import lazyxla; print('ran')"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "ran" in out.stdout
+    assert "could not write the run report to LAZYXLA_REPORT_PATH=" in out.stderr
+
+
 def test_tied_weights_stay_tied_through_to_and_cpu():
     lin = torch.nn.Linear(4, 4, bias=False)
     seq = torch.nn.Sequential(lin, torch.nn.ReLU(), lin)
