@@ -37,6 +37,8 @@ import zlib
 
 import torch
 
+from lazyxla import envflags
+
 NATIVE, DECOMPOSED, FALLBACK, FAIL, SKIPPED = "NATIVE", "DECOMPOSED", "FALLBACK", "FAIL", "SKIPPED"
 CLASSES = (NATIVE, DECOMPOSED, FALLBACK, FAIL, SKIPPED)
 _RANK = {NATIVE: 0, DECOMPOSED: 1, FALLBACK: 2, FAIL: 3}
@@ -118,7 +120,7 @@ def load_op_db():
 
 
 def full_mode_from_env() -> bool:
-    return os.environ.get("LAZYXLA_OPINFO_FULL", "") not in ("", "0", "false", "False")
+    return envflags.flag("LAZYXLA_OPINFO_FULL", False)
 
 
 def fast_dtype(op):

@@ -1,10 +1,9 @@
 """The `lazyxla` PyTorch device: PrivateUse1 registered from Python."""
 from __future__ import annotations
 
-import os
-
 import torch
 
+from lazyxla import envflags
 from . import rng
 
 _registered = False
@@ -137,7 +136,7 @@ def _backward_on_calling_thread() -> None:
     cost (about 6% of a small training step). With no CUDA, XPU or MPS device in the process no
     other device needs those threads, so the importing thread runs backward itself.
     LAZYXLA_AUTOGRAD_DEVICE_THREADS=1 keeps PyTorch's default."""
-    if os.environ.get("LAZYXLA_AUTOGRAD_DEVICE_THREADS", "0") not in ("", "0"):
+    if envflags.flag("LAZYXLA_AUTOGRAD_DEVICE_THREADS", False):
         return
     others = (torch.cuda.is_available(), getattr(torch, "xpu", None) is not None and torch.xpu.is_available(),
               torch.backends.mps.is_available())

@@ -12,6 +12,7 @@ import warnings
 
 import torch
 
+from lazyxla import envflags
 from lazyxla.ir import buffer as buf
 from lazyxla.ir import meta
 from lazyxla.ir.buffer import Buffer, View, new_tensor, state_of
@@ -260,16 +261,7 @@ class PendingBudget:
     0 disables) everything pending is executed (counter AutoSync). The bridge suspends this while
     it traces a graph."""
     def __init__(self):
-        import os
-        raw = os.environ.get("LAZYXLA_MAX_PENDING_OPS", "200000")
-        try:
-            self.limit = int(raw)
-        except ValueError:
-            self.limit = -1
-        if self.limit < 0:
-            warnings.warn(f"LAZYXLA_MAX_PENDING_OPS={raw!r} is not a non-negative integer; "
-                          "using 200000 (0 disables the automatic sync)")
-            self.limit = 200000
+        self.limit = envflags.count("LAZYXLA_MAX_PENDING_OPS", 200000, minimum=0)
         self.count = 0
         self.suspended = 0
 

@@ -10,10 +10,11 @@ Set LAZYXLA_KEEP_TIED_WEIGHTS=0 to keep PyTorch's default behaviour.
 from __future__ import annotations
 
 import functools
-import os
 import warnings
 
 import torch
+
+from lazyxla import envflags
 
 _installed = False
 
@@ -53,7 +54,7 @@ def _to_target(*args, **kwargs):
 
 def install() -> None:
     global _installed
-    if _installed or os.environ.get("LAZYXLA_KEEP_TIED_WEIGHTS", "1") == "0":
+    if _installed or not envflags.flag("LAZYXLA_KEEP_TIED_WEIGHTS", True):
         return
     torch.nn.Module.to = _swapping(torch.nn.Module.to, _to_target)
     torch.nn.Module.cpu = _swapping(torch.nn.Module.cpu, lambda *a, **k: None)

@@ -10,11 +10,10 @@ OutputHandler. Every later call feeds the executable directly and never traces.
 from __future__ import annotations
 
 import logging
-import os
 
 import torch
 
-from lazyxla import metrics
+from lazyxla import envflags, metrics
 from lazyxla.device import dispatch, rng
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
@@ -29,7 +28,7 @@ _counters = metrics._counters  # the hot path bumps RunCachedGraph without a cal
 
 
 def debug_enabled() -> bool:
-    return os.environ.get("LAZYXLA_DYNAMO_DEBUG", "") not in ("", "0")
+    return envflags.flag("LAZYXLA_DYNAMO_DEBUG", False)
 
 
 class Extracted:

@@ -13,7 +13,7 @@ import logging
 import os
 import warnings
 
-from lazyxla import metrics
+from lazyxla import envflags, metrics
 
 log = logging.getLogger("lazyxla")
 
@@ -21,18 +21,7 @@ DEFAULT_CAPACITY = 2048
 
 
 def _capacity_from_env() -> int:
-    raw = os.environ.get("LAZYXLA_COMPILATION_CACHE_SIZE")
-    if raw is None:
-        return DEFAULT_CAPACITY
-    try:
-        n = int(raw)
-        if n < 1:
-            raise ValueError
-        return n
-    except ValueError:
-        warnings.warn(f"LAZYXLA_COMPILATION_CACHE_SIZE={raw!r} is not a positive integer; "
-                      f"using {DEFAULT_CAPACITY}")
-        return DEFAULT_CAPACITY
+    return envflags.count("LAZYXLA_COMPILATION_CACHE_SIZE", DEFAULT_CAPACITY, minimum=1)
 
 
 class CompilationCache:

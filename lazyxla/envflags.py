@@ -1,0 +1,40 @@
+"""lazyxla's environment variables, read one way: a value that does not parse is warned about and
+the default is used, never guessed at (LAZYXLA_KEEP_TIED_WEIGHTS=false once meant "keep")."""
+from __future__ import annotations
+
+import os
+import warnings
+
+_TRUE = frozenset(("1", "true", "yes", "on"))
+_FALSE = frozenset(("0", "false", "no", "off"))
+
+
+def flag(name: str, default: bool) -> bool:
+    """1/true/yes/on or 0/false/no/off, any case; unset or empty: `default`."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if not value:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    warnings.warn(f"{name}={raw!r} is not one of 1/true/yes/on or 0/false/no/off; using "
+                  f"{'1' if default else '0'}", stacklevel=2)
+    return default
+
+
+def count(name: str, default: int, minimum: int = 0) -> int:
+    """An integer >= `minimum`; unset or empty: `default`."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    try:
+        n = int(raw)
+    except ValueError:
+        n = None
+    if n is None or n < minimum:
+        warnings.warn(f"{name}={raw!r} is not an integer >= {minimum}; using {default}",
+                      stacklevel=2)
+        return default
+    return n
