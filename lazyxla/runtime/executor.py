@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import collections
 import logging
+import operator
 import time
 import weakref
 
 import numpy as np
+import torch
 
 from lazyxla import metrics
 from lazyxla.ir import buffer as buf
@@ -35,6 +37,12 @@ _compile_listeners: list = []  # called with (spec, seconds) after every XLA com
 
 
 def set_cache_capacity(n: int) -> None:
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"lazyxla.set_cache_capacity: expected an int, got {type(n).__name__}")
+    n = operator.index(n)
+    if n < 1:
+        raise ValueError(f"lazyxla.set_cache_capacity: the cache must hold at least one "
+                         f"executable, got {n}")
     CACHE.capacity = n
     while len(CACHE.executables) > n:
         CACHE.executables.popitem(last=False)
@@ -345,23 +353,37 @@ def wait() -> None:
 
 # ---------------------------------------------------------------- public runtime API (tensors)
 
-def _buffers_of(tensors):
-    return [buf.state_of(t).root for t in tensors]
+def _lazy_tensors(tensors, api: str) -> list:
+    """The tensors a public call names: one lazyxla tensor or a sequence of them (a CPU tensor,
+    or a tensor where a list was meant, would otherwise fail deep inside or be iterated)."""
+    if isinstance(tensors, torch.Tensor):
+        tensors = [tensors]
+    try:
+        tensors = list(tensors)
+    except TypeError:
+        raise TypeError(f"lazyxla.{api}: expected a lazyxla tensor or a list of them, got "
+                        f"{type(tensors).__name__}") from None
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor) or buf.storage_state(t.untyped_storage(), None) is None:
+            what = f"a tensor on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise TypeError(f"lazyxla.{api}: item {i} is {what}, not a lazyxla tensor")
+    return tensors
 
 
 def needs_materialization(tensors) -> list[bool]:
     """For each tensor: does it carry a pending recording (rather than device data)?"""
-    return [buf.state_of(t).root.node.op is not DATA for t in tensors]
+    return [buf.state_of(t).root.node.op is not DATA
+            for t in _lazy_tensors(tensors, "needs_materialization")]
 
 
-def cut_tensors(tensors) -> Graph | None:
+def cut_tensors(tensors, api: str = "cut_tensors") -> Graph | None:
     """The graph computing `tensors` (their pending roots); None when nothing is pending."""
-    roots = _roots(_buffers_of(tensors))
+    roots = _roots([buf.state_of(t).root for t in _lazy_tensors(tensors, api)])
     return cut(roots) if roots else None
 
 
 def graph_hash(tensors) -> str | None:
-    g = cut_tensors(tensors)
+    g = cut_tensors(tensors, "graph_hash")
     if g is None:
         return None
     CACHE.remember(g.spec)
@@ -370,7 +392,7 @@ def graph_hash(tensors) -> str | None:
 
 def warm_up_cache(tensors):
     """Compile the graph of `tensors` into the cache without executing it. Returns the Graph."""
-    g = cut_tensors(tensors)
+    g = cut_tensors(tensors, "warm_up_cache")
     if g is not None:
         executable_for(g.spec)
     return g
@@ -379,17 +401,56 @@ def warm_up_cache(tensors):
 def graph_inputs(tensors) -> list:
     """The program parameters of the graph of `tensors`, in order: device arrays for device data,
     Python/numpy values for runtime scalars."""
-    g = cut_tensors(tensors)
+    g = cut_tensors(tensors, "graph_inputs")
     return [] if g is None else [p.data for p in g.params]
 
 
 def run_cached_graph(h: str, inputs) -> list:
-    """Execute the cached program `h` on `inputs` (device arrays or scalars, in graph_inputs
-    order); returns new lazyxla tensors. An evicted program is recompiled from its spec."""
+    """Execute the cached program `h` on `inputs` (in graph_inputs order: device arrays or
+    whole lazyxla tensors for its arrays, numbers for its runtime scalars); returns new lazyxla
+    tensors. An evicted program is recompiled from its spec."""
     metrics.counter_inc("RunCachedGraph")
     exe = executable_by_hash(h)
+    spec = CACHE.spec(h)
+    inputs = list(inputs)
+    if spec is not None:
+        inputs = _checked_inputs(spec, inputs, h)
     outs = execute(exe, inputs)
     return [buf.wrap_node(data_node(a, _torch_dtype(a))) for a in outs]
+
+
+def _checked_inputs(spec, inputs, h) -> list:
+    """`inputs` as the program's parameters, or a clear error for a wrong count, shape or dtype."""
+    where = f"lazyxla.run_cached_graph: graph {h}"
+    if len(inputs) != spec.n_params:
+        raise ValueError(f"{where} takes {spec.n_params} inputs (in graph_inputs order), got "
+                         f"{len(inputs)}")
+    out = []
+    for i, v in enumerate(inputs):
+        _, shape, dtype = spec.entries[i]
+        if i in spec.scalar_params:
+            if isinstance(v, torch.Tensor) or np.ndim(v) != 0:
+                raise TypeError(f"{where}: input {i} is a runtime scalar ({dtype}), got "
+                                f"{type(v).__name__}")
+        else:
+            if isinstance(v, torch.Tensor):
+                v = _whole_tensor_data(v, f"{where}: input {i}")
+            got = (tuple(getattr(v, "shape", ())), getattr(v, "dtype", type(v)))
+            if got[0] != tuple(shape) or np.dtype(got[1]) != np_dtype(dtype):
+                raise ValueError(f"{where}: input {i} must have shape {tuple(shape)} and dtype "
+                                 f"{dtype}, got shape {got[0]} and dtype {got[1]}")
+        out.append(v)
+    return out
+
+
+def _whole_tensor_data(t, where):
+    st = buf.storage_state(t.untyped_storage(), None)
+    if st is None or type(st) is not buf.Buffer or t.is_conj() or t.is_neg():
+        raise TypeError(f"{where}: pass a device array from graph_inputs or a lazyxla tensor that "
+                        f"is not a view (got {'a view' if st is not None else f'a tensor on {t.device}'})")
+    if st.node.op is not DATA:
+        sync_isolating([st])
+    return st.node.data
 
 
 def _torch_dtype(a):
