@@ -424,7 +424,26 @@ def cli(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="lazyxla bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
-    return run_from_args(ap.parse_args(argv))
+    args = ap.parse_args(argv)
+    problem = check_arguments(args)
+    if problem:
+        ap.error(problem)  # exit status 2 and the usage, before any job runs
+    return run_from_args(args)
+
+
+def check_arguments(args) -> str | None:
+    """What is wrong with the command line, or None: an unknown workload, mode or system would
+    otherwise run nothing (or everything) and still write a report."""
+    if args.threads < 1:
+        return f"--threads must be at least 1, got {args.threads}"
+    for option, valid in (("workloads", WORKLOADS), ("modes", ("infer", "train")),
+                          ("systems", LOCAL_SYSTEMS)):
+        given = getattr(args, option)
+        unknown = [v for v in given.split(",") if v not in valid] if given is not None else []
+        if given is not None and (unknown or not given):
+            peers = " (torch_xla and torchax run from --peer-python)" if option == "systems" else ""
+            return f"--{option}: unknown {unknown or [given]}; choose from {','.join(valid)}{peers}"
+    return None
 
 
 def add_arguments(ap):

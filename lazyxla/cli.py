@@ -13,7 +13,11 @@ def _cmd_demo(args) -> int:
 def _cmd_report(args) -> int:
     from lazyxla.report import load_report, render_text
     import json
-    rep = load_report(args.file)
+    try:
+        rep = load_report(args.file)
+    except (OSError, ValueError) as e:  # a missing, unreadable or foreign file: said in one line
+        print(f"lazyxla report: {e}", file=sys.stderr)
+        return 1
     print(json.dumps(rep, indent=2) if args.json else render_text(rep))
     return 0
 

@@ -80,14 +80,50 @@ def save_report(path: str) -> None:
 
 
 def load_report(path: str) -> dict:
-    """Read a saved report; it is data only (JSON), checked for the expected shape."""
-    with open(path) as f:
-        rep = json.load(f)
+    """Read a saved report: data only (JSON), every field checked for its type before use, so a
+    damaged or foreign file is a ValueError naming what is wrong, never a crash while printing."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            rep = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not a lazyxla run report: not JSON text ({e})") from None
     if not isinstance(rep, dict) or not {"counters", "graphs", "retraces", "fallbacks"} <= rep.keys():
         raise ValueError(f"{path} is not a lazyxla run report")
     rep.setdefault("times", {})
     rep.setdefault("partitions", [])
+    problem = _problem(rep)
+    if problem:
+        raise ValueError(f"{path} is not a lazyxla run report: {problem}")
+    rep["counters"] = {**{k: 0 for k in _COUNTERS}, **rep["counters"]}  # (an older report's)
     return rep
+
+
+_NUM, _STR = (int, float), str
+# field -> the type of each entry's values, for the report's lists and dicts of records
+_RECORDS = {"graphs": {"hash": _STR, "ops": int, "inputs": int, "outputs": int, "ms": _NUM},
+            "retraces": {"graph": _STR, "cause": _STR},
+            "partitions": {"partitions": int, "unsupported": list},
+            "fallbacks": {"op": _STR, "count": int, "sites": dict},
+            "times": {"count": int, "total_ms": _NUM}}
+
+
+def _problem(rep) -> str | None:
+    """What makes `rep` unprintable, or None."""
+    if not isinstance(rep["counters"], dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in rep["counters"].values()):
+        return "counters must map names to integers"
+    for field, fields in _RECORDS.items():
+        value = rep[field]
+        records = value.values() if field == "times" and isinstance(value, dict) else value
+        if not isinstance(value, dict if field == "times" else list):
+            return f"{field} has the wrong type ({type(value).__name__})"
+        for r in records:
+            if not isinstance(r, dict) or any(not isinstance(r.get(k), t) or isinstance(r.get(k), bool)
+                                              for k, t in fields.items()):
+                return f"an entry of {field} lacks one of {', '.join(fields)} or has the wrong type"
+    if not all(isinstance(n, int) for f in rep["fallbacks"] for n in f["sites"].values()):
+        return "fallbacks' sites must map source lines to call counts"
+    return None
 
 
 def _save_at_exit() -> None:

@@ -99,3 +99,22 @@ def test_recording_report_and_budget_verdicts():
     report = suite.render(meta, [_r("eager", 0.25), {"system": "lazy", "workload": "ops",
                                                      "mode": "record", "ok": True, "rows": fake}])
     assert "| F.linear | 2 | 24.0 | 12.0 | 50.0 | MISS |" in report
+
+
+def test_bench_command_line_is_checked_before_any_job():
+    """An unknown workload, mode or system, or fewer than one thread, is a usage error (exit
+    status 2); it used to run every workload, or none, and overwrite the committed report."""
+    import argparse
+    import pytest
+    ap = argparse.ArgumentParser()
+    suite.add_arguments(ap)
+    for argv, message in ((["--threads", "0"], "--threads must be at least 1"),
+                          (["--workloads", "mlp,nope"], "--workloads: unknown ['nope']"),
+                          (["--modes", "eval"], "--modes: unknown ['eval']; choose from infer,train"),
+                          (["--systems", "torch_xla"], "run from --peer-python")):
+        assert message in suite.check_arguments(ap.parse_args(argv))
+        with pytest.raises(SystemExit) as e:
+            suite.cli(argv + ["--out", "/nonexistent/never-written"])
+        assert e.value.code == 2
+    assert suite.check_arguments(ap.parse_args(["--workloads", "mlp,gpt", "--modes", "train",
+                                                "--systems", "eager,compiled"])) is None

@@ -33,3 +33,42 @@ def test_metrics_api_semantics(fresh_metrics):
     assert metrics.counter_names() == [] and metrics.metric_names()
     metrics.clear_all()
     assert metrics.metric_names() == []
+
+
+def test_saved_report_prints_and_a_bad_file_is_one_line(fresh_metrics, tmp_path, capsys):
+    """A saved report is untrusted input: `lazyxla report FILE` prints a good one and names what
+    is wrong with a missing, non-JSON, foreign or damaged one (exit status 1), no traceback."""
+    import json
+    from lazyxla import cli
+    from lazyxla.report import load_report
+    d = lazyxla.device()
+    torch.nonzero(torch.tensor([0.0, 2.0]).to(d)).cpu()
+    good = tmp_path / "run.json"
+    lazyxla.save_report(str(good))
+    assert cli.main(["report", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "lazyxla run report" in out and "nonzero" in out
+    rep = json.loads(good.read_text())
+    del rep["counters"]["ItemCall"]  # a report from a version that counted less
+    good.write_text(json.dumps(rep))
+    assert load_report(str(good))["counters"]["ItemCall"] == 0
+    cases = {"missing.json": None, "text.json": "{\"counters\": ", "binary.json": b"\xff\xfe",
+             "list.json": "[1, 2]",
+             "retraces.json": dict(rep, retraces=5),
+             "graph.json": dict(rep, graphs=[{"hash": 1}]),
+             "sites.json": dict(rep, fallbacks=[{"op": "x", "count": 1, "sites": {"a": "b"}}]),
+             "counters.json": dict(rep, counters={"MarkStep": "many"})}
+    expected = {"missing.json": "No such file", "text.json": "not JSON text",
+                "binary.json": "not JSON text", "list.json": "is not a lazyxla run report",
+                "retraces.json": "retraces has the wrong type", "graph.json": "an entry of graphs",
+                "sites.json": "sites must map", "counters.json": "counters must map"}
+    for name, content in cases.items():
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        elif content is not None:
+            path.write_text(content if isinstance(content, str) else json.dumps(content))
+        assert cli.main(["report", str(path)]) == 1, name
+        err = capsys.readouterr().err
+        assert err.startswith("lazyxla report: ") and expected[name] in err, (name, err)
+        assert "Traceback" not in err
