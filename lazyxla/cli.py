@@ -40,11 +40,21 @@ def _cmd_bench(argv) -> int:
     return suite.cli(argv)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lazyxla", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="train a small model with torch.compile(backend='lazyxla')")
-    d.add_argument("--steps", type=int, default=None)
+    d.add_argument("--steps", type=_positive_int, default=None)
     d.add_argument("--quick", action="store_true", help="a few steps only (smoke test)")
     d.set_defaults(fn=_cmd_demo)
     r = sub.add_parser("report", help="print a run report saved by lazyxla.save_report() or by "

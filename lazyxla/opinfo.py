@@ -723,7 +723,16 @@ def run_sweep_cli(full=False, pattern=None, update_known=False, docs=None, quiet
         print("--dtype sweeps neither update the known failures nor write the coverage doc (they "
               "describe the default sweep)", file=sys.stderr)
         return 2
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            print(f"--only {pattern!r} is not a regular expression: {e}", file=sys.stderr)
+            return 2
     results = sweep(full, pattern, progress, dtype)
+    if pattern is not None and not results:  # a typo would otherwise pass as an empty sweep
+        print(f"no OpInfo entry matches --only {pattern!r}", file=sys.stderr)
+        return 2
     seconds = time.perf_counter() - t0
     print(summary_line(results), file=stream)
     print(f"sweep: {seconds:.1f} s ({'full' if full else 'fast'} mode)", file=stream)

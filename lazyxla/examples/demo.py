@@ -168,6 +168,8 @@ def run(steps: int | None = None, quick: bool = False, out_dir: str | None = Non
 
     t_start = time.perf_counter()
     steps = steps if steps is not None else (QUICK_STEPS if quick else DEFAULT_STEPS)
+    if steps < 1:
+        raise ValueError(f"the demo trains at least one step, got steps={steps}")
     log_every = log_every or (5 if quick else 25)
     out_dir = out_dir or os.environ.get("LAZYXLA_DEMO_OUT") or os.path.join(os.getcwd(), "demo_output")
     os.makedirs(out_dir, exist_ok=True)

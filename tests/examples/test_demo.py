@@ -43,3 +43,25 @@ def test_gpt_generate_cpu():
     out = m.generate(torch.zeros(1, 3, dtype=torch.long), 10)
     assert out.shape == (1, 13)
     assert m.head.weight is m.tok.weight
+
+
+def test_step_counts_below_one_are_refused(capsys):
+    import pytest
+    from lazyxla import cli
+    for bad in ("0", "-5", "x"):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["demo", "--steps", bad])
+        assert e.value.code == 2
+        assert f"expected an integer >= 1, got '{bad}'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="at least one step"):
+        demo.run(steps=0, verbose=False)
+
+
+def test_ops_only_pattern_is_checked(capsys):
+    """`lazyxla ops --only` with a broken regular expression, or one that matches no OpInfo
+    entry (a typo), is a usage error, not an empty sweep that passes."""
+    from lazyxla import cli
+    assert cli.main(["ops", "--only", "(", "--quiet"]) == 2
+    assert "is not a regular expression" in capsys.readouterr().err
+    assert cli.main(["ops", "--only", "no_such_op_zz", "--quiet"]) == 2
+    assert "no OpInfo entry matches --only 'no_such_op_zz'" in capsys.readouterr().err
