@@ -16,6 +16,8 @@ or the current accelerator when none is given), it is answered here, from JAX:
 - empty_cache: nothing to do; XLA frees a buffer when its last array goes.
 - get_memory_info: (free, total) from the allocator's limit where reported, else the host's
   physical memory (the CPU backend's device memory).
+- set_device_index: lazyxla has one device: index 0 (or -1) is a no-op, any other raises (the
+  Python device guard ignored it, so `set_device_index(1)` passed and nothing changed).
 """
 from __future__ import annotations
 
@@ -121,13 +123,16 @@ ROUTES = {
     "reset_accumulated_memory_stats": _no_reset,
     "empty_cache": lambda: None,
     "get_memory_info": get_memory_info,
+    # None: PyTorch's own call, once _targets_lazyxla has checked the index
+    "set_device_index": None,
+    "set_device_idx": None,
 }
 
 
 def _routed(original, ours):
     @functools.wraps(original)
     def call(*args, **kwargs):  # (torch.accelerator's device argument is positional-only)
-        if _targets_lazyxla(args[0] if args else None):
+        if _targets_lazyxla(args[0] if args else None) and ours is not None:
             return ours(*args, **kwargs)
         return original(*args, **kwargs)
     call._lazyxla_original = original

@@ -60,3 +60,15 @@ def test_allocator_statistics_map_to_pytorchs_keys():
                      "allocation.all.allocated": 7}
     assert accelerator.stats_from_jax(None, live_bytes=lambda: 5) == {
         "allocated_bytes.all.current": 5, "reserved_bytes.all.current": 5}
+
+
+def test_set_device_index_accepts_only_the_one_device():
+    """It passed for any index and changed nothing (the Python device guard ignores it)."""
+    for index in (0, -1):
+        A.set_device_index(index)
+        assert A.current_device_index() == 0
+    for index in (1, 5):
+        with pytest.raises(RuntimeError, match=f"invalid device index {index}: lazyxla has one device"):
+            A.set_device_index(index)
+    with pytest.raises(RuntimeError, match="invalid device index 2"):
+        A.set_device_idx(2)
