@@ -175,6 +175,7 @@ class Runner:
         variants = {"system": lambda: self.block(self.step())}
         if self.system == "lazy":
             variants["pipelined"] = self.pipelined()
+            variants["eager_here"] = self.eager_here()
         if self.system in ("lazy", "compiled"):
             variants.update(self.direct_calls())
             from lazyxla import metrics
@@ -214,6 +215,8 @@ class Runner:
                 out["dynamo_floor"] = _stats(times.pop("dynamo_floor"))
             if "pipelined" in times:
                 out["pipelined"] = _stats(times.pop("pipelined"))
+            if "eager_here" in times:
+                out["eager_here"] = _stats(times.pop("eager_here"))
         out["ok"] = True
         return out
 
@@ -230,6 +233,29 @@ class Runner:
             lx.wait()
             return out
         return (None, run, steps)
+
+    def eager_here(self):
+        """Eager PyTorch on the CPU, the same step, timed in this process in rounds alternating
+        with lazy mode's: the lazy/eager ratio then compares runs that met the same phases of a
+        shared machine (the eager job runs minutes apart, in another process)."""
+        import torch
+        from benchmarks.workloads import make
+        model, x, y, loss_fn = make(self.workload)
+        model.train(self.mode == "train")
+        if self.mode == "train":
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+            def step():
+                loss_fn(model(x), y).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        else:
+            def step():
+                with torch.no_grad():
+                    model(x)
+        for _ in range(3):
+            step()
+        return step
 
     def direct_calls(self) -> dict:
         """The floor: the executables lazyxla ran for one step, called through JAX with the very
