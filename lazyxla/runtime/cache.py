@@ -150,6 +150,9 @@ def initialize_persistent_cache(path: str, readonly: bool = False) -> None:
             raise PermissionError(f"lazyxla: the persistent cache directory {path!r} is not "
                                   "writable (initialize_cache(path, readonly=True) only reads it)")
     elif not os.path.isdir(path):
+        if os.path.exists(path):
+            raise NotADirectoryError(f"lazyxla: read-only persistent cache {path!r} is not a "
+                                     "directory")
         raise FileNotFoundError(f"lazyxla: read-only persistent cache {path!r} does not exist")
     if _persistent_path == path:
         return

@@ -101,6 +101,10 @@ def test_unusable_persistent_cache_path(tmp_path):
         lazyxla.initialize_cache(str(blocker / "cache"))
     with pytest.raises(OSError, match="cannot make the persistent cache directory"):
         lazyxla.initialize_cache(str(blocker))
+    with pytest.raises(NotADirectoryError, match="is not a directory"):
+        lazyxla.initialize_cache(str(blocker), readonly=True)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        lazyxla.initialize_cache(str(tmp_path / "nowhere"), readonly=True)
     env = dict(os.environ, LAZYXLA_PERSISTENT_CACHE_PATH=str(blocker / "cache"))
     program = ("import torch, lazyxla; d = lazyxla.device(); "
                "print('OK', (torch.arange(3.0, device=d) * 2).cpu().tolist(), "
