@@ -25,7 +25,8 @@ from .workloads import WORKLOADS, describe
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 LOCAL_SYSTEMS = ("eager", "inductor", "lazy", "compiled")
-LABEL = {"eager": "eager (CPU)", "eager_here": "eager (CPU), timed in the lazy process", "inductor": "torch.compile inductor", "lazy": "lazyxla lazy (sync/step)",
+LABEL = {"eager": "eager (CPU)", "eager_here": "eager (CPU), timed in the lazy process",
+         "inductor": "torch.compile inductor", "lazy": "lazyxla lazy (sync/step)",
          "lazy_pipelined": "lazyxla lazy, pipelined (wait per 10 steps)",
          "compiled": "lazyxla torch.compile", "direct": "direct XLA (floor)",
          "direct_cold": "direct XLA, cold L2", "dynamo_floor": "Dynamo floor (no-op backend + direct)",
@@ -450,9 +451,9 @@ def check_arguments(args) -> str | None:
                           ("systems", LOCAL_SYSTEMS)):
         given = getattr(args, option)
         unknown = [v for v in given.split(",") if v not in valid] if given is not None else []
-        if given is not None and (unknown or not given):
+        if unknown:  # ("--workloads=" gives [""])
             peers = " (torch_xla and torchax run from --peer-python)" if option == "systems" else ""
-            return f"--{option}: unknown {unknown or [given]}; choose from {','.join(valid)}{peers}"
+            return f"--{option}: unknown {unknown}; choose from {','.join(valid)}{peers}"
     return None
 
 
