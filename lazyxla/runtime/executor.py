@@ -364,7 +364,7 @@ def _lazy_tensors(tensors, api: str) -> list:
         raise TypeError(f"lazyxla.{api}: expected a lazyxla tensor or a list of them, got "
                         f"{type(tensors).__name__}") from None
     for i, t in enumerate(tensors):
-        if not isinstance(t, torch.Tensor) or buf.storage_state(t.untyped_storage(), None) is None:
+        if not isinstance(t, torch.Tensor) or not buf.has_state(t):
             what = f"a tensor on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
             raise TypeError(f"lazyxla.{api}: item {i} is {what}, not a lazyxla tensor")
     return tensors
