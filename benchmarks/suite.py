@@ -279,9 +279,11 @@ def render(meta, results) -> str:
              "first-call column is the XLA compile time (lowering + XLA) of those executables.")
     L.append("- direct, cold L2 = the same calls, each after reading an unrelated 8 MB array (not "
              "timed): the executable as any real caller sees it, with its weights no longer in the "
-             "L1/L2 caches. Dynamo floor (inference) = torch.compile with a backend whose compiled "
-             "function only calls the captured executable on its captured inputs: the least any "
-             "torch.compile backend can cost per call for this executable.")
+             "L1/L2 caches. Dynamo floor = torch.compile with backends whose compiled functions only "
+             "call the captured executables on their captured inputs (training: aot_autograd's "
+             "forward and backward compilers and the optimizer step's backend, handing back fresh "
+             "aliases of outputs made once): the least any torch.compile backend can cost per "
+             "call or step for these executables.")
     L.append("- eager, timed in the lazy process = the same eager step on the CPU, timed in the lazy "
              "job's process in rounds alternating with lazy mode's: the lazy/eager targets use it, "
              "so a slow phase of the machine during one job does not decide them.")

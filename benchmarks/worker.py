@@ -182,9 +182,12 @@ class Runner:
             counters = lambda: {k: metrics.counter_value(k) for k in  # noqa: E731
                                 ("UncachedCompile", "CachedCompile", "DynamoExtractCompiledGraph",
                                  "DynamoRetrace", "MarkStep", "RunCachedGraph")}
-            if self.system == "compiled" and self.mode == "infer":
+            if self.system == "compiled":
                 before = self.compiles()
-                floor = self.dynamo_floor()
+                try:
+                    floor = self.dynamo_floor() if self.mode == "infer" else self.training_floor()
+                except Exception as e:  # the floor is a reference; its failure is reported, not fatal
+                    floor, out["dynamo_floor_error"] = None, f"{type(e).__name__}: {e}"[:500]
                 out["compiles_warm"] += self.compiles() - before  # the floor's own setup
                 if floor is not None:
                     variants["dynamo_floor"] = floor
@@ -320,6 +323,66 @@ class Runner:
         for _ in range(5):
             call()
         return call
+
+
+    def training_floor(self):
+        """The least any torch.compile backend can cost per training step on these executables:
+        the same step (Dynamo, aot_autograd's runtime wrappers, the autograd engine, torch.optim's
+        Python outside its graph, zero_grad) on a second copy of the model, whose forward and
+        backward compilers (through aot_autograd) and optimizer backend only call the captured
+        executables on their captured inputs and hand back fresh aliases of outputs made once.
+        The captured calls must be the step's three programs, in order: forward, backward,
+        optimizer step; None otherwise."""
+        import jax
+        import torch
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._functorch.aot_autograd import make_boxed_func
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        from benchmarks.workloads import make
+        from lazyxla.jaxenv import x64
+        if len(self.captured) != 3 or not self.job.get("compile_optimizer", True):
+            return None
+        lx, dev, box = self.lazyxla, self.lazyxla.device(), []
+
+        def outputs_like(gm):  # real lazyxla tensors shaped as the graph's outputs, made once
+            out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+            vals = [getattr(a, "meta", {}).get("val", a) for a in (out if isinstance(out, (list, tuple)) else [out])]
+            with unset_fake_temporarily():  # (compilers run under fake mode)
+                made = [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=dev)
+                        if isinstance(v, torch.Tensor) else v for v in vals]
+            lx.sync()
+            return made
+
+        def calling(exe, inputs, boxed=True):  # boxed: aot_autograd's calling convention
+            def compiler(gm, example_inputs):
+                made = outputs_like(gm)
+
+                def run(*args):
+                    with x64(True):
+                        box.append(exe(*inputs))
+                    # fresh tensors, as a backend's are: AccumulateGrad then keeps a gradient
+                    # instead of copying it
+                    return [t.detach() if isinstance(t, torch.Tensor) else t for t in made]
+                return make_boxed_func(run) if boxed else run
+            return compiler
+        (fw, fw_in), (bw, bw_in), (op, op_in) = self.captured
+        model, x, y, loss_fn = make(self.workload)
+        model, x, y = model.to(dev), x.to(dev), y.to(dev)
+        fwd = torch.compile(lambda x, y: loss_fn(model(x), y),
+                            backend=aot_autograd(fw_compiler=calling(fw, fw_in), bw_compiler=calling(bw, bw_in)))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        ostep = torch.compile(opt.step, backend=calling(op, op_in, boxed=False))
+
+        def step():
+            fwd(x, y).backward()
+            ostep()
+            opt.zero_grad(set_to_none=True)
+            jax.block_until_ready(box)
+            box.clear()
+            lx.sync()  # aot_autograd's write-backs of mutated inputs (BatchNorm's statistics)
+        for _ in range(5):
+            step()
+        return step
 
 
 def run_dynamic(job):
