@@ -190,6 +190,7 @@ def partition(gm, unsupported, make_bridge):
         elif run:
             runs.append(run)
             run = {}
+    _attributes_into_runs(gm, runs)
     fused = fuse_by_partitions(gm, runs, prefix="fused_") if runs else gm
     n = 0
     for node in fused.graph.nodes:
@@ -200,6 +201,18 @@ def partition(gm, unsupported, make_bridge):
     fused.recompile()
     metrics.record_event("partition", partitions=n, unsupported=[str(u.target) for u in unsupported])
     return fused, n
+
+
+def _attributes_into_runs(gm, runs) -> None:
+    """An attribute read only by one run joins it: the Bridge then holds the tensor (as it holds
+    the attributes of a graph it compiles whole) instead of the partitioned graph looking it up
+    through nn.Module on every call (an optimizer step reads dozens: its state and parameters)."""
+    run_of = {node: i for i, run in enumerate(runs) for node in run}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and node.users:
+            owners = {run_of.get(u) for u in node.users}
+            if len(owners) == 1 and None not in owners:
+                runs[owners.pop()][node] = None
 
 
 class _BridgeModule(torch.nn.Module):

@@ -277,6 +277,35 @@ def test_fallback_op_splits_the_graph_into_two_partitions(fresh_metrics):
     torch.testing.assert_close(out2.cpu(), _with_fallback(x))
 
 
+def test_an_attribute_read_by_one_partition_is_held_by_its_bridge():
+    """Optimizer state reaches a graph as attributes: one that only a single partition reads
+    moves into it (its Bridge holds the tensor; no nn.Module lookup per call); one read on both
+    sides of a CPU op stays in the outer graph. Updates to either between calls are read."""
+    from lazyxla.dynamo.bridge import Bridge
+    from lazyxla.dynamo.partition import partition
+    root = torch.nn.Module()
+    root.a, root.b = torch.randn(3).to(D), torch.randn(3).to(D)
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    a, b = g.get_attr("a"), g.get_attr("b")
+    y = g.call_function(torch.ops.aten.add.Tensor, (x, b))
+    c = g.call_function(torch.ops.lazyxla_test.cpu_only.default, (y,))
+    z = g.call_function(torch.ops.aten.mul.Tensor, (c, a))
+    g.output(g.call_function(torch.ops.aten.mul.Tensor, (z, b)))
+    fused, n = partition(torch.fx.GraphModule(root, g), [c], Bridge)
+    assert n == 2
+    outer = {node.target for node in fused.graph.nodes if node.op == "get_attr"}
+    assert outer == {"b"}
+    held = [m.bridge.attrs for name, m in fused.named_children() if name.startswith("fused_")]
+    assert sorted(len(h) for h in held) == [0, 1] and any(h and h[0] is root.a for h in held)
+    xc = torch.randn(3)
+    for _ in range(2):
+        want = (xc + root.b.cpu()) * 3 * root.a.cpu() * root.b.cpu()
+        torch.testing.assert_close(fused(xc.to(D)).cpu(), want)
+        root.a.mul_(2)
+        root.b.add_(1)
+
+
 def _masked_write_with_integers(x, m, i):
     x.add_(1)  # an input written before the op that falls back: applied once
     x[m, i] = 3.0  # a mask with integer indices: lowered, but run on the CPU for these arguments
