@@ -324,7 +324,6 @@ class Runner:
             call()
         return call
 
-
     def training_floor(self):
         """The least any torch.compile backend can cost per training step on these executables:
         the same step (Dynamo, aot_autograd's runtime wrappers, the autograd engine, torch.optim's
@@ -346,7 +345,8 @@ class Runner:
 
         def outputs_like(gm):  # real lazyxla tensors shaped as the graph's outputs, made once
             out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-            vals = [getattr(a, "meta", {}).get("val", a) for a in (out if isinstance(out, (list, tuple)) else [out])]
+            out = out if isinstance(out, (list, tuple)) else [out]
+            vals = [getattr(a, "meta", {}).get("val", a) for a in out]
             with unset_fake_temporarily():  # (compilers run under fake mode)
                 made = [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=dev)
                         if isinstance(v, torch.Tensor) else v for v in vals]
@@ -368,8 +368,8 @@ class Runner:
         (fw, fw_in), (bw, bw_in), (op, op_in) = self.captured
         model, x, y, loss_fn = make(self.workload)
         model, x, y = model.to(dev), x.to(dev), y.to(dev)
-        fwd = torch.compile(lambda x, y: loss_fn(model(x), y),
-                            backend=aot_autograd(fw_compiler=calling(fw, fw_in), bw_compiler=calling(bw, bw_in)))
+        backend = aot_autograd(fw_compiler=calling(fw, fw_in), bw_compiler=calling(bw, bw_in))
+        fwd = torch.compile(lambda x, y: loss_fn(model(x), y), backend=backend)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         ostep = torch.compile(opt.step, backend=calling(op, op_in, boxed=False))
 
