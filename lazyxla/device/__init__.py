@@ -107,8 +107,10 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import accelerator, autocast, copying, dlpack, modules, pinning, rng_prims, storages
+    from . import (accelerator, autocast, control_flow, copying, dlpack, modules, pinning, rng_prims,
+                   storages)
     accelerator.install()
+    control_flow.install()
     modules.install()
     copying.install()
     storages.install()

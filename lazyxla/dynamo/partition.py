@@ -94,12 +94,14 @@ class _Collector(torch.fx.Interpreter):
     def run_node(self, n):
         if n.op not in ("call_function", "call_method", "call_module"):
             return self._keep(n, super().run_node(n))
-        before = _fallback_counts()
+        before, reads = _fallback_counts(), metrics.counter_value("ItemCall")
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         cpu_args = _cpu((args, kwargs))
         cpu_versions = [t._version for t in cpu_args]
         result = self._keep(n, super().run_node(n))
-        fell_back = _fallback_counts() != before
+        # A node that read a device value into Python (a while_loop's condition) would replay
+        # the choice it made while traced: it runs outside the program, on every call.
+        fell_back = _fallback_counts() != before or metrics.counter_value("ItemCall") != reads
         self.written[n] = {t.untyped_storage().data_ptr() for t, v in zip(cpu_args, cpu_versions)
                            if t._version != v}
         if is_input_item(n):  # a float Dynamo passed as a 0-dim CPU tensor: keyed by value
@@ -185,6 +187,8 @@ def partition(gm, unsupported, make_bridge):
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr"):
             continue  # reads of inputs and attributes: neither part of a run nor a break
+        if _item_of_outside(node, bad):  # unpacks an outside node's tuple: outside too, so that
+            bad.add(node.name)           # a Bridge takes tensors, never a tuple of them
         if node.op in ("call_function", "call_method") and node.name not in bad:
             run[node] = None
         elif run:
@@ -201,6 +205,11 @@ def partition(gm, unsupported, make_bridge):
     fused.recompile()
     metrics.record_event("partition", partitions=n, unsupported=[str(u.target) for u in unsupported])
     return fused, n
+
+
+def _item_of_outside(node, bad) -> bool:
+    return (node.op == "call_function" and node.target is operator.getitem
+            and isinstance(node.args[0], torch.fx.Node) and node.args[0].name in bad)
 
 
 def _attributes_into_runs(gm, runs) -> None:

@@ -579,3 +579,55 @@ def test_outputs_report_eagers_strides_and_offsets_on_every_call():
         for g, e in zip(got, expected):
             torch.testing.assert_close(g.cpu(), e)
         torch.testing.assert_close(got[5].as_strided((3,), (1,)).cpu(), expected[5].as_strided((3,), (1,)))
+
+
+def _branches(x):
+    return torch.cond(x.sum() > 0, lambda z: (z.sin(), z + 1), lambda z: (z.cos(), z * 2), (x,))
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["lazy", "compiled"])
+def test_cond_chooses_its_branch_on_every_call(compiled, fresh_metrics):
+    """torch.cond records both branches and selects by the predicate inside the program: a
+    replay whose predicate flips runs the other branch (the trace's branch was baked in before),
+    and the predicate is never read back to the host."""
+    f = torch.compile(_branches, backend="lazyxla") if compiled else _branches
+    for sign in (1.0, -1.0, 1.0):
+        x = torch.randn(4) + 3 * sign
+        with torch.no_grad():
+            got = f(x.to(D))
+        for g, w in zip(got, _branches(x)):
+            torch.testing.assert_close(g.cpu(), w)
+    assert _count("ItemCall") == 0
+    if compiled:
+        assert _count("DynamoExtractCompiledGraph") == 1 and not metrics.events("partition")
+
+
+def test_cond_trains_through_either_branch():
+    def loss(x, w):
+        return torch.cond(x.sum() > 0, lambda z, w: (z * w).sin(), lambda z, w: (z - w).cos(), (x, w)).sum()
+    cf = torch.compile(loss, backend="lazyxla")
+    for sign in (1.0, -1.0):
+        x, w = torch.randn(4) + 3 * sign, torch.randn(4, requires_grad=True)
+        wd = w.detach().to(D).requires_grad_()
+        cf(x.to(D), wd).backward()
+        loss(x, w).backward()
+        torch.testing.assert_close(wd.grad.cpu(), w.grad)
+
+
+def test_while_loop_runs_outside_the_program_on_every_call(fresh_metrics):
+    """A while_loop's condition is read on the host on every iteration: traced into a program its
+    iteration count would be replayed, so the loop runs outside it (lazy mode), every call."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    def doubling(x):
+        return while_loop(lambda i, v: v.sum() < 100, lambda i, v: (i + 1, v * 2),
+                          (torch.zeros((), dtype=torch.int64, device=x.device), x))
+    cf = torch.compile(doubling, backend="lazyxla")
+    for scale in (1.0, 10.0, 0.1):
+        x = torch.ones(4) * scale
+        with torch.no_grad():
+            got = cf(x.to(D))
+        for g, w in zip(got, doubling(x)):
+            torch.testing.assert_close(g.cpu(), w)
+    assert "while_loop" in " ".join(metrics.events("partition")[-1]["unsupported"])
+    assert _count("DynamoRetrace") == 0
