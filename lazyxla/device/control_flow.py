@@ -22,7 +22,8 @@ def _cond(pred, true_fn, false_fn, operands):
     flat_true, spec = pytree.tree_flatten(when_true)
     flat_false, spec_false = pytree.tree_flatten(when_false)
     if spec != spec_false:
-        raise RuntimeError(f"torch.cond: the branches return different structures: {spec} and {spec_false}")
+        raise RuntimeError(f"torch.cond: the branches return different structures: {spec} and "
+                           f"{spec_false}")
     chosen = pred.to(torch.bool)
     return pytree.tree_unflatten([_select(chosen, t, f) for t, f in zip(flat_true, flat_false)], spec)
 

@@ -2,11 +2,11 @@
 
 Statically: a graph whose every call is an op with a lazyxla kernel needs no trial run (B6).
 Otherwise the FX graph is interpreted node by node on stand-ins of the inputs; a node that moved a
-fallback counter, or whose arguments or results are not all lazyxla tensors, is unsupported. The
-runs of supported nodes between unsupported ones become fused submodules (PyTorch's
-fuse_by_partitions), each compiled by its own Bridge; unsupported nodes run through the CPU
-fallback between them, in their original order. The counters are saved before the trial run and
-restored after it."""
+fallback counter, read a device value into Python (a program would replay what it read), or whose
+arguments or results are not all lazyxla tensors, is unsupported. The runs of supported nodes
+between unsupported ones become fused submodules (PyTorch's fuse_by_partitions), each compiled by
+its own Bridge; unsupported nodes run between them (through the CPU fallback, or in lazy mode),
+in their original order. The counters are saved before the trial run and restored after it."""
 from __future__ import annotations
 
 import operator
@@ -187,7 +187,7 @@ def partition(gm, unsupported, make_bridge):
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr"):
             continue  # reads of inputs and attributes: neither part of a run nor a break
-        if _item_of_outside(node, bad):  # unpacks an outside node's tuple: outside too, so that
+        if _unpacks_outside_node(node, bad):  # unpacks an outside node's tuple: outside too, so that
             bad.add(node.name)           # a Bridge takes tensors, never a tuple of them
         if node.op in ("call_function", "call_method") and node.name not in bad:
             run[node] = None
@@ -207,7 +207,7 @@ def partition(gm, unsupported, make_bridge):
     return fused, n
 
 
-def _item_of_outside(node, bad) -> bool:
+def _unpacks_outside_node(node, bad) -> bool:
     return (node.op == "call_function" and node.target is operator.getitem
             and isinstance(node.args[0], torch.fx.Node) and node.args[0].name in bad)
 
