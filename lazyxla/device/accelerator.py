@@ -16,8 +16,9 @@ or the current accelerator when none is given), it is answered here, from JAX:
 - empty_cache: nothing to do; XLA frees a buffer when its last array goes.
 - get_memory_info: (free, total) from the allocator's limit where reported, else the host's
   physical memory (the CPU backend's device memory).
-- set_device_index: lazyxla has one device: index 0 (or -1) is a no-op, any other raises (the
-  Python device guard ignored it, so `set_device_index(1)` passed and nothing changed).
+- set_device_index, and the context manager device_index: lazyxla has one device: index 0 (or -1)
+  is a no-op, any other raises (the Python device guard ignored it, so `set_device_index(1)` and
+  `with device_index(1):` passed and nothing changed).
 """
 from __future__ import annotations
 
@@ -139,10 +140,23 @@ def _routed(original, ours):
     return call
 
 
+class _DeviceIndex(torch.accelerator.device_index):
+    """torch.accelerator.device_index, whose index is checked as set_device_index's is: PyTorch's
+    context manager calls the device guard itself."""
+    _lazyxla_original = torch.accelerator.device_index
+
+    def __enter__(self) -> None:
+        if self.idx is not None:
+            _targets_lazyxla(self.idx)
+        return super().__enter__()
+
+
 def install() -> None:
     global _installed
     if _installed:
         return
+    if not hasattr(torch.accelerator.device_index, "_lazyxla_original"):
+        torch.accelerator.device_index = _DeviceIndex
     import torch.accelerator.memory as memory_module
     for name, ours in ROUTES.items():
         for module in (torch.accelerator, memory_module):

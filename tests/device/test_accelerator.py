@@ -72,3 +72,15 @@ def test_set_device_index_accepts_only_the_one_device():
             A.set_device_index(index)
     with pytest.raises(RuntimeError, match="invalid device index 2"):
         A.set_device_idx(2)
+
+
+def test_device_index_context_accepts_only_the_one_device():
+    """`with device_index(3):` passed and ran its body on device 0."""
+    for index in (0, -1, None):
+        with A.device_index(index):
+            assert A.current_device_index() == 0
+    ran = []
+    with pytest.raises(RuntimeError, match="invalid device index 3: lazyxla has one device"):
+        with A.device_index(3):
+            ran.append(True)
+    assert not ran and A.current_device_index() == 0
