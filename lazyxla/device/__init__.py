@@ -107,10 +107,11 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import (accelerator, autocast, control_flow, copying, dlpack, modules, pinning, rng_prims,
-                   storages)
+    from . import (accelerator, autocast, control_flow, copying, dlpack, flex_attention, modules,
+                   pinning, rng_prims, storages)
     accelerator.install()
     control_flow.install()
+    flex_attention.install()
     modules.install()
     copying.install()
     storages.install()
