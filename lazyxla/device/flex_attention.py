@@ -32,5 +32,9 @@ def install() -> None:
             return None
         return original(query, key, value)
 
+    # Dynamo skips lazyxla's own files; traced without this the call is a graph break, and the
+    # attention ran outside the compiled graph (fullgraph=True raised)
+    import torch._dynamo
+    validate_device = torch._dynamo.dont_skip_tracing(validate_device)
     validate_device._lazyxla_original = original
     frontend._validate_device = validate_device

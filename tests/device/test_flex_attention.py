@@ -44,8 +44,9 @@ def test_score_mods_match_the_cpu_in_lazy_mode_and_compiled():
     for name, (on_cpu, on_device) in mods.items():
         expected = flex_attention(q, k, v, score_mod=on_cpu)
         _close(flex_attention(*_lazy(q, k, v), score_mod=on_device), expected)
+        # fullgraph: the device check is traced, not a graph break that ran the attention outside
         compiled = torch.compile(lambda a, b, c, m=on_device: flex_attention(a, b, c, score_mod=m),
-                                 backend="lazyxla")
+                                 backend="lazyxla", fullgraph=True)
         _close(compiled(*_lazy(q, k, v)), expected)
 
 
@@ -93,7 +94,7 @@ def test_training_through_flex_attention_gives_the_reference_grads(compiled):
     expected, expected_grads = _reference_grads(q, k, v)
     fn = lambda a, b, c: flex_attention(a, b, c, score_mod=_causal)  # noqa: E731
     if compiled:
-        fn = torch.compile(fn, backend="lazyxla")
+        fn = torch.compile(fn, backend="lazyxla", fullgraph=True)
     for step in range(2):  # compiled: the second step replays the programs, no retrace
         retraces = metrics.counter_value("DynamoRetrace") or 0
         leaves = [t.requires_grad_() for t in _lazy(q, k, v)]
