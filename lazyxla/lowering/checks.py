@@ -194,7 +194,7 @@ check(aten.t.default)(_t("t"))
 check(aten.t_.default)(_t("t_"))
 
 
-@check(aten.clamp.default, aten.clamp.Tensor)
+@check(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, aten.clamp_.Tensor)
 def _clamp(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")

@@ -45,6 +45,7 @@ BAD = {
     "t_of_3d": lambda d: X[None].to(d).t(),
     "t__of_3d": lambda d: X[None].to(d).t_(),
     "clamp_without_bounds": lambda d: torch.clamp(X.to(d)),
+    "clamp__without_bounds": lambda d: X.clone().to(d).clamp_(),  # raised a ValueError
     "std_of_int": lambda d: I.to(d).std(),
     "var_mean_of_int": lambda d: torch.var_mean(I.to(d)),
     "softmax_of_int": lambda d: I.to(d).softmax(0),

@@ -43,6 +43,9 @@ CASES = {
                              2, [300]),
     "mvlgamma_p": (lambda d, v: torch.mvlgamma(X.abs().to(d) + 3, v), 2, [0, -1]),
     "mvlgamma__p": (lambda d, v: (X.abs() + 3).to(d).mvlgamma_(v), 1, [0]),
+    "pow_int_negative": (lambda d, v: I8.to(d).pow(v), 2, [-1]),
+    # pow_'s overload is pow_.Scalar, not pow_.Tensor_Scalar: it was left unchecked (zeros)
+    "pow__int_negative": (lambda d, v: I8.clone().to(d).pow_(v), 2, [-1, -2]),
 }
 
 
