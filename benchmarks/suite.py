@@ -250,7 +250,10 @@ def render(meta, results) -> str:
     L.append(f"- torch {meta.get('torch')}, jax {meta.get('jax')}, Python {meta['python']}, "
              f"{meta['platform']}, {meta['cpus']} CPUs")
     L.append(f"- Threads pinned the same for every system: torch.set_num_threads({meta['threads']}), "
-             f"OMP/MKL_NUM_THREADS={meta['threads']}, XLA_FLAGS=`{meta['xla_flags']}` (set before jax import)")
+             f"OMP/MKL_NUM_THREADS={meta['threads']}, XLA_FLAGS=`{meta['xla_flags']}` (set before jax import); "
+             f"each XLA runtime (lazyxla's JAX, torch_xla) started with its CPU affinity set to "
+             f"{meta['threads']} core(s), since XLA sizes its thread pools by it and the flags no longer cap "
+             f"them, then the main thread given every core back (it records and dispatches while XLA runs)")
     la0, la1 = meta["loadavg_start"], meta["loadavg_end"]
     L.append(f"- Load average (1/5/15 min): start {la0[0]:.2f}/{la0[1]:.2f}/{la0[2]:.2f}, "
              f"end {la1[0]:.2f}/{la1[1]:.2f}/{la1[2]:.2f}; max seen {meta['max_loadavg']:.2f} "
