@@ -17,7 +17,7 @@ import torch
 
 from lazyxla.ir.meta import CHECKS, stand_in
 from lazyxla.jaxenv import cpp_type_name, type_name
-from .registry import overload_named
+from .registry import functional_variant, mutated_args, overload_named
 
 aten = torch.ops.aten
 
@@ -29,6 +29,22 @@ def check(*ops):
             CHECKS[op] = fn if earlier is None else _both(earlier, fn)
         return fn
     return deco
+
+
+def _with_inplace(names):
+    """The named overloads and their in-place forms (whose meta kernels run first and word some
+    of these errors otherwise). An in-place form is found by what it computes, not by name:
+    pow.Tensor_Scalar's is pow_.Scalar."""
+    for name in names:
+        op = overload_named(name)
+        if op is None:
+            continue
+        yield op
+        packet = getattr(aten, op._schema.name.split("::")[1] + "_", None)
+        for overload in packet.overloads() if packet is not None else ():
+            inplace = getattr(packet, overload)
+            if mutated_args(inplace) and functional_variant(inplace) is op:
+                yield inplace
 
 
 def _both(first, second):
@@ -194,7 +210,7 @@ check(aten.t.default)(_t("t"))
 check(aten.t_.default)(_t("t_"))
 
 
-@check(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, aten.clamp_.Tensor)
+@check(*_with_inplace(["clamp.default", "clamp.Tensor"]))
 def _clamp(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
@@ -290,19 +306,11 @@ def _eager_scalar_checks(op, sizes=None, elements=False):
     return fn
 
 
-def _with_inplace(names):
-    """The named overloads and their in-place forms (whose meta kernels run first and word some
-    of these errors otherwise)."""
-    for name in names:
-        packet, overload = name.split(".")
-        yield from {overload_named(name), overload_named(packet.rstrip("_") + "_." + overload)} - {None}
-
-
 # Random ops: their float arguments are part of the signature, so checking once per signature
 # checks every value.
 for _op in _with_inplace(("uniform.default", "random.default", "random.to", "random.from",
-                          "bernoulli.p", "bernoulli_.float", "exponential.default",
-                          "geometric.default", "log_normal.default", "cauchy.default")):
+                          "bernoulli.p", "exponential.default", "geometric.default",
+                          "log_normal.default", "cauchy.default")):
     check(_op)(_eager_scalar_checks(_op))
 check(aten.normal.float_float)(_eager_scalar_checks(aten.normal.float_float, sizes=2))
 # randint's bounds: in order, and within the dtype (`randint(3, 9, dtype=torch.bool)`); a complex

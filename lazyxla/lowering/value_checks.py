@@ -76,7 +76,7 @@ value_check(aten.full.default)(_value_check(aten.full.default, sizes=0))
 value_check(aten.new_full.default)(_value_check(aten.new_full.default, sizes=1))
 
 
-@value_check(aten.pow.Tensor_Scalar, aten.pow_.Scalar)  # (the in-place form is named apart)
+@value_check(*_with_inplace(["pow.Tensor_Scalar"]))
 def _pow(x, exponent):
     if type(exponent) is int and exponent < 0 and not _inexact(x.dtype):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
