@@ -272,7 +272,7 @@ class Runner:
         orig = executor.execute_arguments
 
         def capture(program, arguments):  # (lazy mode's execute() calls it too)
-            with x64(True):  # pre-converted: the packed scalar vectors too
+            with x64(True):  # pre-converted: the RNG seeds too
                 captured.append((program.compiled, [jax.device_put(a) if isinstance(a, np.ndarray)
                                                     else a for a in arguments]))
             return orig(program, arguments)

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import time
 
-import jax
 import numpy as np
 import torch
 
 from lazyxla import metrics
 from lazyxla.device import rng
 from lazyxla.ir import buffer as buf
-from lazyxla.jaxenv import x64
+from lazyxla.jaxenv import device_scalar
 from lazyxla.runtime import executor
-from lazyxla.runtime.compiler import argument_layout
+from lazyxla.runtime.compiler import scalar_layout
 
 ARG, CONST, SEED, CPU = 0, 1, 2, 3
 _now = time.perf_counter_ns  # (metrics are in nanoseconds, as torch_xla's)
@@ -61,7 +60,7 @@ def structure(args) -> Structure:
 
 
 class InputMatcher:
-    __slots__ = ("array_plan", "packs", "tensor_positions", "lazy_positions",
+    __slots__ = ("plan", "tensor_positions", "lazy_positions",
                  "views", "shared", "distinct")
 
     def __init__(self, graph, args, start, cpu_sources=None, mutates=False):
@@ -88,20 +87,13 @@ class InputMatcher:
                 plan.append((CPU, cpu_args[id(source[1])]))
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
                 plan.append((CONST, p.data))
-        # The executable's arguments (compiler.argument_layout): the array parameters, then one
-        # vector per scalar dtype. A vector of constants only (the graph's Python scalars: lr,
-        # betas) is packed and put on the device once, here, instead of on every call.
-        arrays, groups = argument_layout(graph.spec)
-        self.array_plan = tuple(plan[i] for i in arrays)
-        packs = []
-        for dt, ix in groups:
-            items = tuple(plan[i] for i in ix)
-            if all(kind == CONST for kind, _ in items):
-                with x64(True):
-                    packs.append((None, jax.device_put(np.array([v for _, v in items], dtype=dt))))
-            else:
-                packs.append((dt, items))
-        self.packs = tuple(packs)
+        # The executable's arguments: one per parameter, a runtime scalar as a 0-dim array
+        # (compiler.scalar_layout). The graph's own Python scalars (lr, betas) never change for a
+        # program: they are put on the device once, here. A CPU tensor's value is read per call.
+        for i, dt in scalar_layout(graph.spec):
+            kind, v = plan[i]
+            plan[i] = (kind, device_scalar(v, dt) if kind == CONST else (v, dt) if kind == CPU else dt)
+        self.plan = tuple(plan)
         traced = structure(args)
         self.lazy_positions = tuple(j for j, _, _ in traced)
         self.views = {j: sig for j, sig, _ in traced if sig}
@@ -118,17 +110,19 @@ class InputMatcher:
     def _feed(self, args, root_of) -> list:
         """The executable's arguments for this call."""
         feed = []
-        for kind, v in self.array_plan:
+        for kind, v in self.plan:
             if kind == ARG:  # (inline: the common kind; the optimizer's step feeds dozens)
                 root = root_of(args[v].untyped_storage()._lazyxla)
                 if root.node.op is not _DATA:
                     self.sync_inputs(args)
                 feed.append(root.node.data)
-            else:
-                feed.append(_value(kind, v, args))
-        for dt, items in self.packs:
-            feed.append(items if dt is None else
-                        np.array([_value(kind, v, args) for kind, v in items], dt))
+            elif kind == CONST:
+                feed.append(v)
+            elif kind == CPU:  # a 0-dim CPU tensor's current value
+                j, dt = v
+                feed.append(device_scalar(args[j].item(), dt))
+            else:  # SEED: fresh every call
+                feed.append(np.asarray(rng.next_seed(), v))
         return feed
 
     def check_structure(self, args) -> None:
@@ -154,15 +148,6 @@ class InputMatcher:
             t0 = _now()
             executor.sync_buffers(pending)
             metrics.metric_add("DynamoSyncInputExecuteTime", _now() - t0)
-
-
-def _value(kind, v, args):
-    """A parameter that is not a tensor argument (those are read through their root buffers)."""
-    if kind == CONST:
-        return v
-    if kind == CPU:  # a 0-dim CPU tensor's current value
-        return args[v].item()
-    return rng.next_seed()
 
 
 def _root(state):

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from lazyxla import metrics
-from lazyxla.jaxenv import check_not_forked, np_dtype, x64
+from lazyxla.jaxenv import check_not_forked, device_scalar, np_dtype, x64
 from lazyxla.ir.node import Slot
 from lazyxla.lowering import registry
 from lazyxla.lowering.registry import weak_scalar
@@ -79,10 +79,11 @@ def _empty(shape, dtype):
 
 
 class Program:
-    """A compiled program and how to feed it. Runtime scalars travel packed, one vector per dtype:
-    each scalar passed on its own costs the call ~2 us (a host-to-device transfer each), and an
-    optimizer step has dozens. `feed(values)` turns values in parameter order (device arrays, and
-    Python or numpy scalars) into the executable's arguments; None when there is nothing to pack.
+    """A compiled program and how to feed it. Every parameter is one argument, in graph order; a
+    runtime scalar is a 0-dim array. (Packed into one vector, each kernel that read a scalar sliced
+    its own element, so an optimizer's update compiled one kernel per parameter where one per
+    shape serves.) `feed(values)` turns values in parameter order (device arrays, and Python or
+    numpy scalars) into the executable's arguments; None when there is no scalar to convert.
     `checks`: (op name, kind) of each check flag in the program's last output (none: no flags);
     `strict`: each run waits for them and raises (else they are reported at the next read)."""
     __slots__ = ("compiled", "feed", "checks", "strict")
@@ -91,45 +92,35 @@ class Program:
         self.compiled, self.feed, self.checks, self.strict = compiled, feed, checks, strict
 
 
-def argument_layout(spec):
-    """The executable's arguments: (the array parameters' indices, ((numpy dtype, indices of the
-    scalar parameters packed into one vector of it), ...)), in that order."""
-    scalars = spec.scalar_params
-    arrays = tuple(i for i in range(spec.n_params) if i not in scalars)
-    groups: dict = {}
-    for i in sorted(scalars):
-        groups.setdefault(np_dtype(spec.entries[i][2]), []).append(i)
-    return arrays, tuple((dt, tuple(ix)) for dt, ix in groups.items())
+def scalar_layout(spec):
+    """((index, numpy dtype), ...) of the runtime scalar parameters."""
+    return tuple((i, np_dtype(spec.entries[i][2])) for i in sorted(spec.scalar_params))
 
 
-def _feeder(arrays, groups):
-    if not groups:
+def _feeder(spec):
+    scalars = scalar_layout(spec)
+    if not scalars:
         return None
-    asarray = np.array
+    seeds = frozenset(spec.rng_params)  # fresh every run: not worth keeping on the device
+    plan = tuple((i, dt, i in seeds) for i, dt in scalars)
 
     def feed(values):
-        out = [values[i] for i in arrays]
-        for dt, ix in groups:
-            out.append(asarray([values[i] for i in ix], dtype=dt))
+        out = list(values)
+        for i, dt, seed in plan:
+            out[i] = np.asarray(out[i], dt) if seed else device_scalar(out[i], dt)
         return out
     return feed
 
 
 def build_function(spec, checks: list | None = None):
-    """The program as a Python function of its array parameters followed by one packed vector per
-    scalar dtype (traced once by jax.jit). With `checks` (a list), the lowerings' index and
-    division checks become one more output, a vector of flags; tracing fills `checks` with each
-    flag's (op name, kind)."""
+    """The program as a Python function of its parameters (traced once by jax.jit). With `checks`
+    (a list), the lowerings' index and division checks become one more output, a vector of flags;
+    tracing fills `checks` with each flag's (op name, kind)."""
     entries, n_params, outputs = spec.entries, spec.n_params, spec.outputs
-    arrays, groups = argument_layout(spec)
+    scalars = spec.scalar_params
 
     def program(*params):
-        values = [None] * n_params
-        for i, p in zip(arrays, params):
-            values[i] = p
-        for (_, ix), vec in zip(groups, params[len(arrays):]):
-            for k, i in enumerate(ix):
-                values[i] = weak_scalar(vec[k])
+        values = [weak_scalar(p) if i in scalars else p for i, p in enumerate(params)]
         flags = registry.INDEX_CHECKS = [] if checks is not None else None
         try:
             for e in entries[n_params:]:
@@ -147,10 +138,8 @@ def build_function(spec, checks: list | None = None):
 
 
 def param_avals(spec):
-    arrays, groups = argument_layout(spec)
-    entries = spec.entries
-    return ([jax.ShapeDtypeStruct(entries[i][1], np_dtype(entries[i][2])) for i in arrays]
-            + [jax.ShapeDtypeStruct((len(ix),), dt) for dt, ix in groups])
+    return [jax.ShapeDtypeStruct(shape, np_dtype(dtype))
+            for _, shape, dtype in spec.entries[:spec.n_params]]
 
 
 def compile_spec(spec) -> Program:
@@ -160,5 +149,5 @@ def compile_spec(spec) -> Program:
     with metrics.timed("CompileTime"), x64(True):
         fn = build_function(spec, checks)
         compiled = jax.jit(fn).lower(*param_avals(spec)).compile()
-    return Program(compiled, _feeder(*argument_layout(spec)), tuple(checks or ()),
+    return Program(compiled, _feeder(spec), tuple(checks or ()),
                    registry.index_checks_mode() == "strict")

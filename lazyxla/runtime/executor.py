@@ -81,7 +81,7 @@ def executable_by_hash(h: str):
 
 def param_value(node):
     """What the executable is fed for a leaf: the device array, or the runtime scalar's value
-    (the Program packs scalars into one vector per dtype)."""
+    (the Program's feed makes it a 0-dim array)."""
     return node.data
 
 
@@ -93,8 +93,8 @@ def execute(program, inputs):
 
 
 def execute_arguments(program, arguments):
-    """As execute(), given the executable's own arguments (compiler.argument_layout: the array
-    parameters, then one packed vector per scalar dtype), which a caller may keep prepared."""
+    """As execute(), given the executable's own arguments (one per parameter, a runtime scalar as
+    a 0-dim array: compiler.scalar_layout), which a caller may keep prepared."""
     check_not_forked()
     t0 = _now()
     with x64(True):

@@ -149,10 +149,10 @@ def test_a_cpu_scalar_moved_to_the_device_inside_the_graph_is_read_on_every_call
 def test_constant_scalars_are_put_on_the_device_once_and_cpu_scalars_read_every_call(
         fresh_metrics, monkeypatch):
     """The graph's own Python scalars (0.25, 3.0: an optimizer's lr and betas) never change for a
-    program: their packed vector is made once at extraction. A 0-dim CPU input's value (a step
-    count) is read on every call, also where it shares its dtype's vector with constants."""
+    program: their 0-dim device arrays are made once at extraction. A 0-dim CPU input's value (a
+    step count) is read on every call."""
     import jax
-    from lazyxla.dynamo.matcher import InputMatcher
+    from lazyxla.dynamo.matcher import CPU, InputMatcher
     made, init = [], InputMatcher.__init__
     monkeypatch.setattr(InputMatcher, "__init__",
                         lambda self, *a, **k: (init(self, *a, **k), made.append(self))[0])
@@ -167,9 +167,9 @@ def test_constant_scalars_are_put_on_the_device_once_and_cpu_scalars_read_every_
             torch.testing.assert_close(got.cpu(), want)
     assert _count("DynamoExtractCompiledGraph") == 1
     (matcher,) = made
-    prepared = [p for dt, p in matcher.packs if dt is None]  # the constants: 0.25, 3.0, 0.5
-    assert len(prepared) == 1 and isinstance(prepared[0], jax.Array) and prepared[0].size == 3
-    assert any(dt is not None for dt, _ in matcher.packs)  # the vector with the CPU scalar
+    prepared = sorted(float(v) for kind, v in matcher.plan if isinstance(v, jax.Array))
+    assert prepared == [0.25, 0.5, 3.0]  # the constants, each a 0-dim device array
+    assert sum(kind == CPU for kind, _ in matcher.plan) == 1  # the CPU scalar, read per call
 
 
 def test_another_view_of_the_same_buffer_is_read_as_that_view(caplog, fresh_metrics):

@@ -52,8 +52,9 @@ def test_dropout_mask_changes_without_recompiling(fresh_metrics):
 
 
 def test_scalars_of_every_kind_in_one_program_fed_by_position(fresh_metrics):
-    # Runtime scalars travel packed, one vector per dtype: each must land in its own slot, with
-    # its own dtype's rounding, and new values must not recompile.
+    # Runtime scalars are 0-dim arguments, their device arrays shared between equal values: each
+    # must land in its own parameter, with its own dtype's rounding, and new values must not
+    # recompile.
     d = lazyxla.device()
     xf = torch.linspace(-2, 2, 6, device=d)
     xi = torch.arange(6, device=d)
@@ -79,3 +80,22 @@ def test_scalars_of_every_kind_in_one_program_fed_by_position(fresh_metrics):
             torch.testing.assert_close(g_.cpu(), w_)
     # step 1 flips the bool (a static branch in Python: a second program); then no new compiles
     assert compiles[2] == compiles[1]
+
+
+def test_equal_scalars_share_a_device_array_but_signed_zeros_and_dtypes_do_not():
+    # A runtime scalar's device array is kept by value: -0.0 == 0.0 in Python, yet x * -0.0 is
+    # -0.0 where x * 0.0 is 0.0, so the two must stay apart (as must a value's dtypes).
+    import numpy as np
+    from lazyxla.jaxenv import device_scalar
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert device_scalar(0.1, f32) is device_scalar(0.1, f32)
+    assert device_scalar(0.1, f32) is not device_scalar(0.1, f64)
+    assert np.asarray(device_scalar(0.1, f64)) == 0.1 and device_scalar(0.1, f64).dtype == f64
+    assert np.signbit(device_scalar(-0.0, f64)) and not np.signbit(device_scalar(0.0, f64))
+    assert np.isnan(device_scalar(float("nan"), f32))
+    assert device_scalar(np.asarray(2.5), f32) == 2.5  # (an unhashable 0-dim array)
+    d = lazyxla.device()
+    x = torch.ones(2, device=d)
+    for s in (0.0, -0.0, 0.0, -0.0):
+        got = (x * s).cpu()
+        assert torch.equal(got.signbit(), (torch.ones(2) * s).signbit()), s
