@@ -144,15 +144,21 @@ def device_scalar(value, dtype: np.dtype):
         key = (dtype, value) if value else (dtype, value, str(value))  # (-0.0 == 0.0 but differs)
         arr = _SCALARS.get(key)
     except TypeError:  # unhashable (a 0-dim array): converted each time
-        return _put_scalar(np.asarray(value, dtype))
+        return put_array(np.asarray(value, dtype))
     if arr is None:
         if len(_SCALARS) >= _SCALARS_MAX:
             _SCALARS.clear()
-        arr = _SCALARS[key] = _put_scalar(np.asarray(value, dtype))
+        arr = _SCALARS[key] = put_array(np.asarray(value, dtype))
     return arr
 
 
-def _put_scalar(a: np.ndarray) -> jax.Array:
+def clear_scalar_cache() -> None:
+    """Drop the kept scalar arrays (torch.accelerator.empty_cache)."""
+    _SCALARS.clear()
+
+
+def put_array(a: np.ndarray) -> jax.Array:
+    """A numpy array on the default device, which becomes its owner (`a` must not change after)."""
     global _target
     check_not_forked()
     if _put is None:
@@ -161,7 +167,7 @@ def _put_scalar(a: np.ndarray) -> jax.Array:
     if _target is None:  # (looked up when first needed: it starts JAX's runtime)
         device = jax.devices()[0]
         _target = (jax.sharding.SingleDeviceSharding(device), [device])
-    return _put(_ShapedArray((), a.dtype), _target[0], [a], _target[1], True)
+    return _put(_ShapedArray(a.shape, a.dtype), _target[0], [a], _target[1], True)
 
 
 def _scalar_putter():

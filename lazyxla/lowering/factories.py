@@ -14,19 +14,20 @@ def _zeros(_meta):
 
 
 @register(aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
-          aten.new_empty.default, aten.new_empty_strided.default, meta=True, like=True)
+          aten.new_empty.default, aten.new_empty_strided.default, meta=True, like=True, fill=0)
 def empty(*args, _meta, **kwargs):
     # Uninitialised memory in PyTorch; zeros here (XLA folds the constant away).
     return _zeros(_meta)
 
 
 @register(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default, aten.zero.default, meta=True,
-          like=True)
+          like=True, fill=0)
 def zeros(*args, _meta, **kwargs):
     return _zeros(_meta)
 
 
-@register(aten.ones.default, aten.ones_like.default, aten.new_ones.default, meta=True, like=True)
+@register(aten.ones.default, aten.ones_like.default, aten.new_ones.default, meta=True, like=True,
+          fill=1)
 def ones(*args, _meta, **kwargs):
     (shape, dtype), = _meta
     return jnp.ones(shape, np_dtype(dtype))

@@ -160,10 +160,10 @@ def check_values(bad, kind) -> None:
 
 class Lowering:
     __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op", "static", "like",
-                 "runtime")
+                 "runtime", "fill")
 
     def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None, static=False,
-                 like=False, runtime=()):
+                 like=False, runtime=(), fill=None):
         self.op, self.fn, self.meta, self.random, self.view = op, fn, meta, random, view
         self.static = static
         # runtime: names of `float` arguments that are runtime values too (an optimizer's lr,
@@ -172,6 +172,9 @@ class Lowering:
         # like: a tensor first argument gives only its shape and dtype (ones_like, fill, new_*):
         # it is not an input of the node, so the result depends on nothing pending
         self.like = like
+        # fill: the value of every element, whatever the arguments (zeros and empty 0, ones 1):
+        # a program of such ops alone is made on the host, with no compile
+        self.fill = fill
         self.name = str(op) if not isinstance(op, str) else op
         self.scatter = None
         if view:
@@ -182,11 +185,11 @@ class Lowering:
 
 
 def register(*ops, meta=False, random=False, view=False, scatter=None, static=False, like=False,
-             runtime=()):
+             runtime=(), fill=None):
     def deco(fn):
         for op in ops:
             low = Lowering(op, fn, meta=meta, random=random, view=view, scatter=scatter,
-                           static=static, like=like, runtime=runtime)
+                           static=static, like=like, runtime=runtime, fill=fill)
             (VIEWS if view else LOWERINGS)[op] = low
         return fn
     return deco

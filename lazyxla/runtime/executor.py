@@ -19,7 +19,7 @@ from lazyxla import metrics
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import Graph, cut
 from lazyxla.ir.node import DATA, SCALAR, data_node
-from lazyxla.jaxenv import check_not_forked, np_dtype, x64
+from lazyxla.jaxenv import check_not_forked, np_dtype, put_array, x64
 from lazyxla.lowering import registry
 from .cache import CompilationCache
 from .compiler import compile_spec
@@ -260,12 +260,22 @@ def _constant_results(spec):
         _CONSTANTS.move_to_end(spec.hash)
         metrics.counter_inc("ConstantReuse")
         return outs
-    outs = execute(executable_for(spec), [])
+    outs = _host_fills(spec) or execute(executable_for(spec), [])
     if sum(a.nbytes for a in outs) <= _CONSTANT_MAX_BYTES:
         _CONSTANTS[spec.hash] = outs
         if len(_CONSTANTS) > _CONSTANT_MAX_ENTRIES:
             _CONSTANTS.popitem(last=False)
     return outs
+
+
+def _host_fills(spec):
+    """The outputs of a program of fills alone (an optimizer's zeros_like state, made on its first
+    step), made on the host and transferred: no XLA compile. None for any other program."""
+    entries = spec.entries
+    if not all(e[0].fill is not None for e in entries):  # (no parameters: entries are all ops)
+        return None
+    return [put_array(np.full(entries[j][3], entries[j][0].fill, np_dtype(entries[j][4])))
+            for j in spec.outputs]
 
 
 def _factory_results(node):

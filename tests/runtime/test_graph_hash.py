@@ -92,7 +92,7 @@ def test_structurally_equal_graphs_share_one_spec(fresh_metrics):
         specs.append(cut([buf.state_of(w).root.node]).spec)
         lazyxla.sync()
     assert specs[0] is specs[1] is specs[2]
-    assert lazyxla.metrics.counter_value("UncachedCompile") == 2  # torch.ones, then the step
+    assert lazyxla.metrics.counter_value("UncachedCompile") == 1  # the step (torch.ones: no compile)
     torch.testing.assert_close(w.cpu(), torch.full((4, 4), 1.875))
 
 
@@ -156,3 +156,25 @@ def test_a_read_constant_is_keyed_by_its_op_shape_and_dtype(fresh_metrics):
     assert lazyxla.metrics.counter_value("ConstantReuse") - before == 6
     draws = {tuple(torch.rand(4, device=d).tolist()) for _ in range(3)}
     assert len(draws) == 3
+
+
+def test_a_program_of_fills_alone_is_made_on_the_host_without_a_compile(fresh_metrics):
+    """An optimizer's first step makes its state with zeros_like: a program of zeros, ones and
+    empty alone needs no XLA compile. Anything else in the program compiles as before."""
+    d = lazyxla.device()
+    w = torch.ones(3, 2, device=d)
+    lazyxla.sync()
+    made = [torch.zeros_like(w), torch.ones(4, dtype=torch.bfloat16, device=d),
+            torch.empty(2, dtype=torch.int64, device=d), torch.ones(3, dtype=torch.bool, device=d),
+            torch.zeros(2, 2, dtype=torch.complex64, device=d), torch.zeros(0, 3, device=d)]
+    lazyxla.sync()
+    assert (lazyxla.metrics.counter_value("UncachedCompile") or 0) == 0
+    want = [torch.zeros(3, 2), torch.ones(4, dtype=torch.bfloat16), torch.zeros(2, dtype=torch.int64),
+            torch.ones(3, dtype=torch.bool), torch.zeros(2, 2, dtype=torch.complex64), torch.zeros(0, 3)]
+    for got, w_ in zip(made, want):
+        assert got.dtype == w_.dtype and torch.equal(got.cpu(), w_)
+    made[0].add_(2)  # its own buffer: the write reaches no other fill
+    assert torch.equal(made[0].cpu(), torch.full((3, 2), 2.0))
+    assert torch.equal(torch.zeros_like(w).cpu(), torch.zeros(3, 2))
+    mixed = torch.zeros(3, device=d) + torch.arange(3.0, device=d)
+    assert mixed.tolist() == [0.0, 1.0, 2.0] and lazyxla.metrics.counter_value("UncachedCompile") >= 1
