@@ -126,9 +126,7 @@ def numpy_to_tensor(a: np.ndarray) -> torch.Tensor:
 def to_device(t: torch.Tensor) -> jax.Array:
     """CPU tensor -> jax array on the default JAX device. The numpy copy makes JAX the sole owner,
     so later in-place writes to `t` on the host cannot reach device data."""
-    check_not_forked()
-    with x64(True):
-        return jax.device_put(tensor_to_numpy(t))
+    return put_array(tensor_to_numpy(t))
 
 
 # Runtime scalars (an lr, a bias correction) are 0-dim arguments of their program, and the same
@@ -167,7 +165,8 @@ def put_array(a: np.ndarray) -> jax.Array:
     if _target is None:  # (looked up when first needed: it starts JAX's runtime)
         device = jax.devices()[0]
         _target = (jax.sharding.SingleDeviceSharding(device), [device])
-    return _put(_ShapedArray(a.shape, a.dtype), _target[0], [a], _target[1], True)
+    with x64(True):  # (without, 64-bit values arrive truncated to 32 bits)
+        return _put(_ShapedArray(a.shape, a.dtype), _target[0], [a], _target[1], True)
 
 
 def _scalar_putter():
@@ -175,8 +174,8 @@ def _scalar_putter():
     jaxlib has it; None sends jax.device_put."""
     try:
         from jax._src.core import ShapedArray
-        from jax._src.lib.xla_client import batched_device_put
-        return batched_device_put, ShapedArray
+        from jax._src.lib import xla_client
+        return xla_client.batched_device_put, ShapedArray
     except (ImportError, AttributeError):
         return None, None
 

@@ -301,10 +301,7 @@ def _factory_results(node):
 
 
 def _scalar_to_data(node):
-    import jax
-    with x64(True):
-        return data_node(jax.device_put(np.asarray(node.data, dtype=np_dtype(node.dtype))),
-                         node.dtype)
+    return data_node(put_array(np.array(node.data, dtype=np_dtype(node.dtype))), node.dtype)
 
 
 _sync_listeners: list = []  # called after every full sync (the device resets its op budget)

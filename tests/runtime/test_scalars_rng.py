@@ -86,6 +86,7 @@ def test_equal_scalars_share_a_device_array_but_signed_zeros_and_dtypes_do_not()
     # A runtime scalar's device array is kept by value: -0.0 == 0.0 in Python, yet x * -0.0 is
     # -0.0 where x * 0.0 is 0.0, so the two must stay apart (as must a value's dtypes).
     import numpy as np
+    from lazyxla import jaxenv
     from lazyxla.jaxenv import device_scalar
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
     assert device_scalar(0.1, f32) is device_scalar(0.1, f32)
@@ -94,6 +95,11 @@ def test_equal_scalars_share_a_device_array_but_signed_zeros_and_dtypes_do_not()
     assert np.signbit(device_scalar(-0.0, f64)) and not np.signbit(device_scalar(0.0, f64))
     assert np.isnan(device_scalar(float("nan"), f32))
     assert device_scalar(np.asarray(2.5), f32) == 2.5  # (an unhashable 0-dim array)
+    with jaxenv.x64(True):  # 64-bit values whole, through JAX's fast transfer (present)
+        assert np.asarray(device_scalar(2**62 + 1, np.dtype(np.int64))) == 2**62 + 1
+    assert jaxenv._put is not None
+    big = torch.tensor([2**40 + 1, -2**62 - 3])
+    assert torch.equal(big.to(lazyxla.device()).cpu(), big)
     d = lazyxla.device()
     x = torch.ones(2, device=d)
     for s in (0.0, -0.0, 0.0, -0.0):
