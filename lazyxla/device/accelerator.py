@@ -13,8 +13,8 @@ or the current accelerator when none is given), it is answered here, from JAX:
 - max_memory_allocated, max_memory_reserved: the allocator's peaks where JAX reports them; where
   it does not (the CPU) they raise rather than answer 0.
 - reset_peak_memory_stats, reset_accumulated_memory_stats: raise; XLA's counters cannot be reset.
-- empty_cache: drops the runtime scalars' kept device arrays; XLA frees any other buffer when its
-  last array goes.
+- empty_cache: drops the device arrays kept for reuse (runtime scalars, constant programs'
+  results); XLA frees any other buffer when its last array goes.
 - get_memory_info: (free, total) from the allocator's limit where reported, else the host's
   physical memory (the CPU backend's device memory).
 - set_device_index, and the context manager device_index: lazyxla has one device: index 0 (or -1)
@@ -29,7 +29,7 @@ import os
 
 import torch
 
-from lazyxla.jaxenv import clear_scalar_cache
+from lazyxla.runtime.executor import release_cached_arrays
 
 _installed = False
 
@@ -125,7 +125,7 @@ ROUTES = {
     "max_memory_reserved": _peak("reserved_bytes.all.peak"),
     "reset_peak_memory_stats": _no_reset,
     "reset_accumulated_memory_stats": _no_reset,
-    "empty_cache": clear_scalar_cache,
+    "empty_cache": release_cached_arrays,
     "get_memory_info": get_memory_info,
     # None: PyTorch's own call, once _targets_lazyxla has checked the index
     "set_device_index": None,

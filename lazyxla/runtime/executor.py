@@ -19,7 +19,7 @@ from lazyxla import metrics
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import Graph, cut
 from lazyxla.ir.node import DATA, SCALAR, data_node
-from lazyxla.jaxenv import check_not_forked, np_dtype, put_array, x64
+from lazyxla.jaxenv import check_not_forked, clear_scalar_cache, np_dtype, put_array, x64
 from lazyxla.lowering import registry
 from .cache import CompilationCache
 from .compiler import compile_spec
@@ -266,6 +266,13 @@ def _constant_results(spec):
         if len(_CONSTANTS) > _CONSTANT_MAX_ENTRIES:
             _CONSTANTS.popitem(last=False)
     return outs
+
+
+def release_cached_arrays() -> None:
+    """Drop the device arrays kept for reuse: constant programs' results and runtime scalars
+    (torch.accelerator.empty_cache)."""
+    _CONSTANTS.clear()
+    clear_scalar_cache()
 
 
 def _host_fills(spec):

@@ -42,6 +42,19 @@ def test_memory_allocated_counts_the_device_arrays_alive():
     assert A.memory_allocated() == before
 
 
+def test_empty_cache_releases_the_arrays_kept_for_reuse():
+    gc.collect()
+    A.empty_cache()
+    lazyxla.sync(wait=True)
+    before = A.memory_allocated()
+    assert torch.ones(64, device=D).tolist() == [1.0] * 64  # a constant, kept for the next read
+    gc.collect()
+    assert A.memory_allocated() - before == 64 * 4
+    A.empty_cache()
+    assert A.memory_allocated() == before
+    assert torch.ones(64, device=D).tolist() == [1.0] * 64  # made again
+
+
 def test_what_cannot_be_measured_raises_instead_of_reading_zero():
     with pytest.raises(RuntimeError, match="peak device memory is not tracked"):
         A.max_memory_allocated()
