@@ -169,7 +169,7 @@ def put_array(a: np.ndarray) -> jax.Array:
         return _put(_ShapedArray(a.shape, a.dtype), _target[0], [a], _target[1], True)
 
 
-def _scalar_putter():
+def _fast_putter():
     """JAX's own batched transfer (4.6 us for a scalar, against jax.device_put's 35), where this
     jaxlib has it; None sends jax.device_put."""
     try:
@@ -180,7 +180,7 @@ def _scalar_putter():
         return None, None
 
 
-_put, _ShapedArray = _scalar_putter()
+_put, _ShapedArray = _fast_putter()
 _target = None  # (sharding, [device]) of the default device
 
 
