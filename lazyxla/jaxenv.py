@@ -5,6 +5,7 @@ We enable x64 only inside `x64()` so that a user who also uses JAX keeps their o
 """
 from __future__ import annotations
 
+import collections
 import os
 
 import numpy as np
@@ -131,9 +132,11 @@ def to_device(t: torch.Tensor) -> jax.Array:
 
 # Runtime scalars (an lr, a bias correction) are 0-dim arguments of their program, and the same
 # values come back call after call (the betas every step, this step's bias correction once per
-# parameter), so their device arrays are kept: a lookup instead of a transfer.
-_SCALARS: dict = {}
-_SCALARS_MAX = 4096
+# parameter), so their device arrays are kept: a lookup instead of a transfer. The oldest goes
+# when a new one comes: its buffer is reused (a transfer into fresh memory, with thousands kept
+# and dropped at once, cost 26 us instead of 5), and no call pays for dropping them all.
+_SCALARS: collections.OrderedDict = collections.OrderedDict()
+_SCALARS_MAX = 1024
 
 
 def device_scalar(value, dtype: np.dtype):
@@ -145,7 +148,7 @@ def device_scalar(value, dtype: np.dtype):
         return put_array(np.asarray(value, dtype))
     if arr is None:
         if len(_SCALARS) >= _SCALARS_MAX:
-            _SCALARS.clear()
+            _SCALARS.popitem(last=False)
         arr = _SCALARS[key] = put_array(np.asarray(value, dtype))
     return arr
 

@@ -118,9 +118,9 @@ class InputMatcher:
                 feed.append(root.node.data)
             elif kind == CONST:
                 feed.append(v)
-            elif kind == CPU:  # a 0-dim CPU tensor's current value
-                j, dt = v
-                feed.append(device_scalar(args[j].item(), dt))
+            elif kind == CPU:  # a 0-dim CPU tensor's current value (a step count: new every
+                j, dt = v      # call, so the executable's own transfer beats a kept array)
+                feed.append(np.asarray(args[j].item(), dt))
             else:  # SEED: fresh every call
                 feed.append(np.asarray(rng.next_seed(), v))
         return feed
