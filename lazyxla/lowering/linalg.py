@@ -29,8 +29,8 @@ def _pref(dtype):
 
 
 # einsum spec -> lax.dot_general's ((contracting a, contracting b), (batch a, batch b)). jnp.einsum
-# plans a contraction path and traces a nested jit for every new shape: 10-60 ms per product when
-# a dynamic length retraces the graph, against well under 1 ms for dot_general.
+# plans a contraction path and traces a nested jit for every new shape: 0.78 ms per product traced
+# for the first time (each first call, each new dynamic length), against 0.13 for dot_general.
 _DIMS = {
     "ij,jk->ik": (((1,), (0,)), ((), ())),
     "bij,bjk->bik": (((2,), (1,)), ((0,), (0,))),
