@@ -37,7 +37,7 @@ def test_manual_seed_reproducible_and_fresh_per_step():
 
 def test_dropout_mask_changes_without_recompiling(fresh_metrics):
     d = lazyxla.device()
-    x = torch.ones(64, device=d)
+    x = torch.ones(67, device=d)  # (a length no other test's dropout uses: its compile is ours)
     lazyxla.sync()
     metrics.clear_counters()
     masks = []
@@ -45,10 +45,7 @@ def test_dropout_mask_changes_without_recompiling(fresh_metrics):
         y = torch.nn.functional.dropout(x, p=0.5, training=True)
         lazyxla.sync()
         masks.append(y.cpu())
-    # one program: compiled on the first step (unless an earlier test compiled it already), then
-    # run with a fresh seed each time
-    assert (metrics.counter_value("UncachedCompile") or 0) <= 1
-    assert metrics.counter_value("CachedCompile") >= 3
+    assert metrics.counter_value("UncachedCompile") == 1
     assert len({tuple(m.tolist()) for m in masks}) == 4
     for m in masks:  # kept elements are scaled by 1/(1-p)
         assert set(m.unique().tolist()) <= {0.0, 2.0}
