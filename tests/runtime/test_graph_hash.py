@@ -2,6 +2,7 @@
 import torch
 
 import lazyxla
+from lazyxla.ir.buffer import node_of
 
 
 def _hash(fn):
@@ -176,5 +177,11 @@ def test_a_program_of_fills_alone_is_made_on_the_host_without_a_compile(fresh_me
     made[0].add_(2)  # its own buffer: the write reaches no other fill
     assert torch.equal(made[0].cpu(), torch.full((3, 2), 2.0))
     assert torch.equal(torch.zeros_like(w).cpu(), torch.zeros(3, 2))
+    # an AdamW's two moments of one weight: alike fills share one array, and stay apart on write
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    lazyxla.sync()
+    assert node_of(m).data is node_of(v).data
+    m.add_(1.5)
+    assert torch.equal(v.cpu(), torch.zeros(3, 2)) and torch.equal(m.cpu(), torch.full((3, 2), 1.5))
     mixed = torch.zeros(3, device=d) + torch.arange(3.0, device=d)
     assert mixed.tolist() == [0.0, 1.0, 2.0] and lazyxla.metrics.counter_value("UncachedCompile") >= 1
