@@ -64,6 +64,9 @@ def device_value(t: torch.Tensor):
 
 def to_cpu(t: torch.Tensor) -> torch.Tensor:
     """A CPU copy of a lazyxla tensor's current value."""
+    if dispatch.CPU_SCALAR_SOURCES is not None:  # (set while the bridge traces)
+        raise FallbackInTrace("lazyxla: a traced graph reads a device value into Python (.item(), "
+                              ".cpu()); a program cannot hold that read")
     value = device_value(t)
     with metrics.timed("TransferFromDeviceTime"):
         return to_host(value)
@@ -94,9 +97,9 @@ def _map(tree, fn):
 
 
 class FallbackInTrace(RuntimeError):
-    """An op reached the CPU fallback while the dynamo bridge traced a graph: the program would
-    replay this call's CPU result as a constant. Raised before anything runs; the backend then
-    splits the graph around the op."""
+    """An op reached the CPU fallback, or read a device value, while the dynamo bridge traced a
+    graph: the program would replay this call's CPU result as a constant. Raised before anything
+    runs; the backend then splits the graph around the op."""
 
 
 def cpu_fallback(op, args, kwargs):

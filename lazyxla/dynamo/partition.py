@@ -1,6 +1,8 @@
 """Unsupported ops inside a compiled region.
 
-Statically: a graph whose every call is an op with a lazyxla kernel needs no trial run (B6).
+Statically: a graph whose every call is an aten op on lazyxla tensors needs no trial run (B6); an
+op that falls back or reads a value all the same stops the bridge's trace (FallbackInTrace), and the
+trial run follows.
 Otherwise the FX graph is interpreted node by node on stand-ins of the inputs; a node that moved a
 fallback counter, read a device value into Python (a program would replay what it read), or whose
 arguments or results are not all lazyxla tensors, is unsupported. The runs of supported nodes
@@ -40,7 +42,14 @@ def statically_supported(node: torch.fx.Node) -> bool:
     if t in LOWERINGS or t in VIEWS:
         return True
     f = functional_variant(t)
-    return f is not None and f in LOWERINGS
+    if f is not None and f in LOWERINGS:
+        return True
+    # Any other aten op on lazyxla tensors alone (split, detach, _safe_softmax: PyTorch's
+    # composite kernels, or decompositions, into lowered ops). Where one would fall back or read a
+    # value for these arguments, the bridge's trace raises FallbackInTrace before anything runs,
+    # and the backend makes the trial run then.
+    inputs = [n.meta.get("val", _NO_VALUE) for n in node.all_input_nodes]
+    return "val" in node.meta and _NO_VALUE not in inputs and all(t.device.type == "lazyxla" for t in _tensors(inputs))
 
 
 def all_statically_supported(gm, args=()) -> bool:
@@ -49,6 +58,9 @@ def all_statically_supported(gm, args=()) -> bool:
     if any(isinstance(a, torch.Tensor) and a.device.type != "lazyxla" for a in args):
         return False
     return all(statically_supported(n) for n in gm.graph.nodes)
+
+
+_NO_VALUE = object()  # an FX node without an example value: only the trial run can tell
 
 
 def _tensors(tree) -> list:
@@ -164,6 +176,7 @@ def trial_run(gm, args) -> _Collector:
     finally:
         executor.clear_pending_ir()
         metrics.restore(saved)
+        metrics.counter_inc("DynamoTrialRun")  # (after the restore, which would undo it)
         rng.set_state(rng_state)
 
 

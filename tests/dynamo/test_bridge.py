@@ -306,6 +306,48 @@ def test_an_attribute_read_by_one_partition_is_held_by_its_bridge():
         root.b.add_(1)
 
 
+@torch.library.custom_op("lazyxla_test::scale_by_max", mutates_args=())
+def scale_by_max(x: torch.Tensor) -> torch.Tensor:
+    """An op for every device that reads a value of its input into Python."""
+    return x * x.max().item()
+
+
+@scale_by_max.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_an_op_that_reads_a_value_in_the_trace_is_run_outside_the_program(fresh_metrics):
+    # no lowering, but an aten-level op on lazyxla tensors: the graph goes straight to the trace
+    # (no trial run), where the read stops it before anything runs; the trial run then places
+    # the op between partitions, so every call reads its own input's maximum
+    cf = torch.compile(lambda x: scale_by_max(x + 1) * 2, backend="lazyxla")
+    for top in (1.0, 5.0):
+        x = torch.tensor([0.0, 0.5, top])
+        torch.testing.assert_close(cf(x.to(D)).cpu(), (x + 1) * (top + 1) * 2)
+    assert _count("DynamoTrialRun") == 1
+    assert "scale_by_max" in " ".join(metrics.events("partition")[-1]["unsupported"])
+
+
+def _split_and_attend(x):
+    q, k = x.split(2, dim=-1)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, k).sum()
+
+
+def test_a_training_graph_of_composite_aten_ops_needs_no_trial_run(fresh_metrics):
+    """split, detach and _safe_softmax have no lowering of their own (PyTorch's kernels for them
+    call lowered ops): the forward and backward graphs are traced straight away."""
+    x = torch.randn(3, 4, 4)
+    cf = torch.compile(_split_and_attend, backend="lazyxla")
+    xd = x.to(D).requires_grad_()
+    cf(xd).backward()
+    xr = x.clone().requires_grad_()
+    _split_and_attend(xr).backward()
+    torch.testing.assert_close(xd.grad.cpu(), xr.grad)
+    assert _count("DynamoTrialRun") == 0 and _count("DynamoExtractCompiledGraph") == 2
+    assert not metrics.executed_fallback_ops()
+
+
 def _masked_write_with_integers(x, m, i):
     x.add_(1)  # an input written before the op that falls back: applied once
     x[m, i] = 3.0  # a mask with integer indices: lowered, but run on the CPU for these arguments
