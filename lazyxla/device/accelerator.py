@@ -14,7 +14,8 @@ or the current accelerator when none is given), it is answered here, from JAX:
   it does not (the CPU) they raise rather than answer 0.
 - reset_peak_memory_stats, reset_accumulated_memory_stats: raise; XLA's counters cannot be reset.
 - empty_cache: drops the device arrays kept for reuse (runtime scalars, constant programs'
-  results); XLA frees any other buffer when its last array goes.
+  results); XLA frees any other buffer when its last array goes. Then the free host memory glibc's
+  malloc keeps goes back to the OS (lazyxla/host_malloc.py): on the CPU backend, XLA's buffers.
 - get_memory_info: (free, total) from the allocator's limit where reported, else the host's
   physical memory (the CPU backend's device memory).
 - set_device_index, and the context manager device_index: lazyxla has one device: index 0 (or -1)

@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 import torch
 
-from lazyxla import metrics
+from lazyxla import host_malloc, metrics
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import Graph, cut
 from lazyxla.ir.node import DATA, SCALAR, data_node
@@ -269,10 +269,12 @@ def _constant_results(spec):
 
 
 def release_cached_arrays() -> None:
-    """Drop the device arrays kept for reuse: constant programs' results and runtime scalars
-    (torch.accelerator.empty_cache)."""
+    """Drop the device arrays kept for reuse (constant programs' results, runtime scalars), then
+    return the free host memory malloc keeps to the OS (host_malloc): torch.accelerator's
+    empty_cache."""
     _CONSTANTS.clear()
     clear_scalar_cache()
+    host_malloc.release()
 
 
 def _host_fills(spec):
