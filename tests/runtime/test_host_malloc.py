@@ -22,7 +22,7 @@ _PROGRAM = r"""
 import json, resource, statistics, sys, torch, lazyxla
 mb, n = int(sys.argv[1]), int(sys.argv[2])
 def rss_mb():
-    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 x = torch.ones(mb * 256, 1024, device="lazyxla")
 per_run = []
