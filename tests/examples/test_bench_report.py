@@ -134,3 +134,15 @@ def test_lazy_over_eager_uses_eager_timed_in_the_lazy_process():
     train = next(l for l in md.split("## Targets")[1].splitlines() if l.startswith("| mlp | train |"))
     assert "| 2.00 MISS | 1.25 ok |" in train  # 3.2 / 1.6 and 2.0 / 1.6, not / 2.0
     assert "| mlp | train | lazyxla lazy (sync/step) | 3.200 | 3.840 | 1.60x |" in md  # vs the eager job
+
+
+def test_host_malloc_benchmark_checks_its_jobs_before_running_any():
+    """benchmarks/host_malloc.py: an unknown workload or mode, or no rounds, is a usage error
+    (exit status 2), not a child process failing minutes in."""
+    import pytest
+    from benchmarks import host_malloc
+    for argv in (["--jobs", "mlp:infer,nope:train"], ["--jobs", "mlp:eval"], ["--jobs", "mlp"],
+                 ["--jobs", ""], ["--rounds", "0"], ["--seconds", "0"]):
+        with pytest.raises(SystemExit) as e:
+            host_malloc.main(argv + ["--out", "/nonexistent/never-written"])
+        assert e.value.code == 2
