@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(
     reason="the settings are glibc's")
 
 # README, "Host memory on the CPU backend" (read by glibc when the process starts)
-RECIPE = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": "1073741824", "MALLOC_MMAP_MAX_": "0"}
+from benchmarks.host_malloc import RECIPE  # noqa: E402
 
 # Each run makes `n` outputs of `mb` MB and frees the last run's: the median run's page faults from
 # run 6 on; then the RSS that empty_cache gives back once every tensor is gone.
