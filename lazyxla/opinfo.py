@@ -82,6 +82,10 @@ TOLERANCES = {
     "matrix_exp": (1e-3, 1e-3, "scaling-and-squaring amplifies float32 rounding"),
     "cumprod": (1e-4, 1e-4, "running product: float32 rounding compounds along the dim"),
     "prod": (1e-4, 1e-4, "product of many factors: float32 rounding compounds (tree vs sequential order)"),
+    **{f"nn.functional.conv_transpose{d}d": (1e-4, 1.3e-6, "sums over channels and kernel taps in "
+       "another order than oneDNN's (an AMD EPYC: 2.4e-5 on one of 648 elements of conv_transpose3d); "
+       "PyTorch's own OpInfo allows float32 atol 1e-4 where it compares transposed convolutions "
+       "across implementations") for d in (1, 2, 3)},
     "addbmm": (1.3e-4, 1.3e-4, "sum over batch and K of products, summation order differs; PyTorch's own "
                "OpInfo overrides addbmm's float32 tolerance to 1.3e-4"),
 }

@@ -6,6 +6,7 @@ Scalar arguments (slopes, thresholds, alpha...) arrive as weak 0-d arrays.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import jax.numpy as jnp
@@ -36,9 +37,18 @@ def gelu(x, approximate="none", _meta=None):
         inner = _GELU_BETA * (x + _GELU_KAPPA * x * x * x)
         return 0.5 * x * (1 + jnp.tanh(inner))
     out = x * 0.5 * (1 + lax.erf(x * _SQRT1_2))
-    if _meta[0][1] == torch.float32:  # PyTorch's vectorized float32 kernel gives gelu(inf) = NaN
+    if _eager_gelu_of_inf_is_nan(_meta[0][1]):
         out = jnp.where(x == jnp.inf, jnp.nan, out)
     return out
+
+
+@functools.cache
+def _eager_gelu_of_inf_is_nan(dtype) -> bool:
+    """Does eager's gelu give NaN at +inf for `dtype` on this machine? PyTorch's vectorized CPU
+    kernel differs by instruction set: NaN for float32 with AVX-512, inf with AVX2. Asked of
+    eager once per dtype, on a tensor long enough for the vectorized loop."""
+    inf = torch.full((64,), math.inf, dtype=dtype)
+    return bool(torch.isnan(torch.nn.functional.gelu(inf)).any())
 
 
 @register(aten.gelu_backward.default, meta=True)
