@@ -146,3 +146,15 @@ def test_host_malloc_benchmark_checks_its_jobs_before_running_any():
         with pytest.raises(SystemExit) as e:
             host_malloc.main(argv + ["--out", "/nonexistent/never-written"])
         assert e.value.code == 2
+
+
+def test_opt_level_benchmark_checks_its_jobs_before_running_any():
+    """benchmarks/opt_level.py: an unknown job, no seconds or no lengths is a usage error (exit
+    status 2) before any program is compiled."""
+    import pytest
+    from benchmarks import opt_level
+    for argv in (["--jobs", "mlp:infer,nope:train"], ["--jobs", "dyn:train"], ["--jobs", "mlp"],
+                 ["--jobs", ""], ["--seconds", "0"], ["--lengths", "0"]):
+        with pytest.raises(SystemExit) as e:
+            opt_level.main(argv + ["--out", "/nonexistent/never-written"])
+        assert e.value.code == 2

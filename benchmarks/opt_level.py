@@ -1,0 +1,168 @@
+"""XLA's CPU optimization level: the programs of a step compiled at level 3 (XLA's default) and at
+level 2 (lazyxla's, runtime/compiler.py), compile time and steady-state runs side by side.
+
+    python -m benchmarks.opt_level                      # the suite's 8 workloads and `dyn`
+    python -m benchmarks.opt_level --jobs cnn:train,dyn --seconds 20
+
+Per job, in one process (XLA on one core, as in the suite): lazy mode runs the step twice; the
+programs of the second step are compiled twice at each level, the levels alternating (timed: XLA's
+compile alone, the faster of the two), then run on the inputs lazy mode fed them, the levels
+alternating in rounds of 3 until --seconds have passed and each has run 30 steps (median).
+`dyn` is the dynamic-length workload: one transformer block at --lengths sequence lengths, a
+program each. Outputs are compared: bitwise equal, or the largest difference. Writes
+benchmarks/results/opt_level.md.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+JOBS = "mlp:infer,mlp:train,transformer:infer,transformer:train,cnn:infer,cnn:train,gpt:infer,gpt:train,dyn"
+LEVELS = (3, 2)
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _captured_programs(job: str, lengths: int) -> list:
+    """(GraphSpec, inputs in parameter order) of every program one steady step runs."""
+    from lazyxla.runtime import executor
+    if job == "dyn":
+        import torch
+        import lazyxla
+        from benchmarks.workloads import make
+        model = make("dyn")[0].eval().to(lazyxla.device())
+        xs = [torch.randn(1, n, 64).to(lazyxla.device()) for n in range(16, 16 + lengths)]
+
+        def step():
+            with torch.no_grad():
+                for x in xs:
+                    y = model(x)  # (kept while syncing: an unread result computes nothing)
+                    lazyxla.sync()
+            lazyxla.wait()
+            return y
+    else:
+        from benchmarks.worker import Runner
+        workload, mode = job.split(":")
+        runner = Runner({"system": "lazy", "workload": workload, "mode": mode, "threads": 1})
+        runner.setup()
+
+        def step():
+            runner.block(runner.step())
+    step()  # the first step's own programs (an optimizer's state made) are not the steady ones
+    captured, execute = [], executor.execute
+
+    def capture(program, inputs):
+        captured.append(list(inputs))
+        return execute(program, inputs)
+    specs = []
+    executable_for = executor.executable_for
+
+    def spec_of(spec):
+        specs.append(spec)
+        return executable_for(spec)
+    executor.execute, executor.executable_for = capture, spec_of
+    try:
+        step()
+    finally:
+        executor.execute, executor.executable_for = execute, executable_for
+    return list(zip(specs, captured))
+
+
+def measure(job: str, seconds: float, lengths: int, min_steps: int = 30) -> dict:
+    import jax
+    import numpy as np
+    from lazyxla.jaxenv import x64
+    from lazyxla.runtime import compiler
+    programs = _captured_programs(job, lengths)
+    if not programs:
+        raise RuntimeError(f"{job}: the step ran no program")
+    compiled = {lv: [] for lv in LEVELS}
+    compile_s = dict.fromkeys(LEVELS, 0.0)
+    with x64(True):
+        for spec, inputs in programs:
+            feed = compiler._feeder(spec)
+            args = [jax.device_put(a) if isinstance(a, np.ndarray) else a
+                    for a in (feed(inputs) if feed else inputs)]
+            best = {}
+            for lv in LEVELS + LEVELS[::-1]:  # twice each, in both orders: the faster counts
+                # lowered afresh: JAX keeps what it compiled per lowered module and options
+                lowered = jax.jit(compiler.build_function(spec, None)).lower(*compiler.param_avals(spec))
+                t0 = time.perf_counter()
+                exe = lowered.compile(compiler_options={"xla_backend_optimization_level": lv})
+                seconds = time.perf_counter() - t0
+                if lv not in best or seconds < best[lv][0]:
+                    best[lv] = (seconds, exe)
+            for lv in LEVELS:
+                compile_s[lv] += best[lv][0]
+                compiled[lv].append((best[lv][1], args))
+
+    def run(lv):
+        with x64(True):
+            return jax.block_until_ready([exe(*args) for exe, args in compiled[lv]])
+    outs = {lv: [[np.asarray(o) for o in program] for program in run(lv)] for lv in LEVELS}
+    pairs = [(a, b) for pa, pb in zip(outs[LEVELS[0]], outs[LEVELS[1]]) for a, b in zip(pa, pb)]
+    equal = all(np.array_equal(a, b, equal_nan=True) for a, b in pairs)
+    diff = max((float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                for a, b in pairs if a.size and a.dtype.kind == "f"), default=0.0)
+    times = {lv: [] for lv in LEVELS}
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end or len(times[LEVELS[-1]]) < min_steps:
+        for lv in LEVELS:
+            for _ in range(3):
+                t0 = time.perf_counter()
+                run(lv)
+                times[lv].append(time.perf_counter() - t0)
+    return {"programs": len(programs), "equal": equal, "max_diff": diff,
+            **{f"compile_s_{lv}": compile_s[lv] for lv in LEVELS},
+            **{f"run_ms_{lv}": statistics.median(times[lv]) * 1e3 for lv in LEVELS}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", default=JOBS, help=f"comma list of workload:mode or dyn (default {JOBS})")
+    ap.add_argument("--seconds", type=float, default=10.0, help="timed seconds per job")
+    ap.add_argument("--lengths", type=int, default=10, help="sequence lengths of the dyn job")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "opt_level.md"))
+    args = ap.parse_args(argv)
+    from benchmarks.workloads import WORKLOADS
+    jobs = [j for j in args.jobs.split(",") if j]
+    bad = [j for j in jobs if j != "dyn" and (len(j.split(":")) != 2 or j.split(":")[0] not in WORKLOADS
+                                            or j.split(":")[1] not in ("infer", "train"))]
+    if bad or not jobs:
+        ap.error(f"--jobs: {bad or 'none'}: each is dyn or workload:mode, workload one of "
+                 f"{','.join(WORKLOADS)}, mode infer or train")
+    if args.seconds <= 0 or args.lengths < 1:
+        ap.error("--seconds must be above 0 and --lengths at least 1")
+    from benchmarks.worker import start_xla_runtime
+    start_xla_runtime("lazy", 1)
+    rows = []
+    for job in jobs:
+        r = measure(job, args.seconds, args.lengths)
+        rows.append((job, r))
+        print(f"{job}: compile {r['compile_s_3']:.2f} -> {r['compile_s_2']:.2f} s, "
+              f"run {r['run_ms_3']:.3f} -> {r['run_ms_2']:.3f} ms", flush=True)
+    lines = ["# XLA CPU optimization level: 3 (XLA's default) against 2 (lazyxla's)", "",
+             f"`python -m benchmarks.opt_level --jobs {args.jobs} --seconds {args.seconds:g} "
+             f"--lengths {args.lengths}` on {time.strftime('%Y-%m-%d %H:%M')}. One process, XLA "
+             "on one core; each program compiled twice at each level (compile: "
+             "XLA alone, the faster of the two, summed over the step's programs); runs alternate "
+             "between the levels, at least 30 steps each (median step). "
+             f"dyn: one transformer block (d 64) at {args.lengths} sequence lengths, a program each.", "",
+             "| job | programs | compile s, level 3 | level 2 | ratio | run ms, level 3 | level 2 | "
+             "ratio | outputs |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for job, r in rows:
+        same = "bitwise equal" if r["equal"] else f"differ by up to {r['max_diff']:.1e}"
+        lines.append(f"| {job} | {r['programs']} | {r['compile_s_3']:.2f} | {r['compile_s_2']:.2f} | "
+                     f"{r['compile_s_2'] / r['compile_s_3']:.2f} | {r['run_ms_3']:.3f} | "
+                     f"{r['run_ms_2']:.3f} | {r['run_ms_2'] / r['run_ms_3']:.2f} | {same} |")
+    text = "\n".join(lines) + "\n"
+    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
