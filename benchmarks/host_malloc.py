@@ -67,12 +67,8 @@ def main(argv=None) -> int:
         workload, mode, seconds = args.child
         print("RESULT " + json.dumps(child(workload, mode, float(seconds))), flush=True)
         return 0
-    from benchmarks.workloads import WORKLOADS
-    jobs = [tuple(j.split(":")) for j in args.jobs.split(",") if j]
-    bad = [":".join(j) for j in jobs if len(j) != 2 or j[0] not in WORKLOADS or j[1] not in ("infer", "train")]
-    if bad or not jobs:
-        ap.error(f"--jobs: {bad or 'none'}: each is workload:mode, workload one of "
-                 f"{','.join(WORKLOADS)}, mode infer or train")
+    from benchmarks.worker import parse_jobs, write_report
+    jobs = [tuple(j.split(":")) for j in parse_jobs(ap, args.jobs)]
     if args.rounds < 1 or args.seconds <= 0:
         ap.error("--rounds must be at least 1 and --seconds above 0")
     rows = []
@@ -97,10 +93,7 @@ def main(argv=None) -> int:
         lines.append(f"| {workload} | {mode} | {d['median_ms']:.2f} | {s['median_ms']:.2f} | "
                      f"{s['median_ms'] / d['median_ms']:.2f} | {d['faults_per_step']:.0f} | "
                      f"{s['faults_per_step']:.0f} | {d['rss_mb']:.0f} | {s['rss_mb']:.0f} |")
-    text = "\n".join(lines) + "\n"
-    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    pathlib.Path(args.out).write_text(text)
-    print(text)
+    write_report(lines, args.out)
     return 0
 
 

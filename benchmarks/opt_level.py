@@ -126,16 +126,10 @@ def main(argv=None) -> int:
     ap.add_argument("--lengths", type=int, default=10, help="sequence lengths of the dyn job")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "opt_level.md"))
     args = ap.parse_args(argv)
-    from benchmarks.workloads import WORKLOADS
-    jobs = [j for j in args.jobs.split(",") if j]
-    bad = [j for j in jobs if j != "dyn" and (len(j.split(":")) != 2 or j.split(":")[0] not in WORKLOADS
-                                            or j.split(":")[1] not in ("infer", "train"))]
-    if bad or not jobs:
-        ap.error(f"--jobs: {bad or 'none'}: each is dyn or workload:mode, workload one of "
-                 f"{','.join(WORKLOADS)}, mode infer or train")
+    from benchmarks.worker import parse_jobs, start_xla_runtime, write_report
+    jobs = parse_jobs(ap, args.jobs, names=("dyn",))
     if args.seconds <= 0 or args.lengths < 1:
         ap.error("--seconds must be above 0 and --lengths at least 1")
-    from benchmarks.worker import start_xla_runtime
     start_xla_runtime("lazy", 1)
     rows = []
     for job in jobs:
@@ -157,10 +151,7 @@ def main(argv=None) -> int:
         lines.append(f"| {job} | {r['programs']} | {r['compile_s_3']:.2f} | {r['compile_s_2']:.2f} | "
                      f"{r['compile_s_2'] / r['compile_s_3']:.2f} | {r['run_ms_3']:.3f} | "
                      f"{r['run_ms_2']:.3f} | {r['run_ms_2'] / r['run_ms_3']:.2f} | {same} |")
-    text = "\n".join(lines) + "\n"
-    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    pathlib.Path(args.out).write_text(text)
-    print(text)
+    write_report(lines, args.out)
     return 0
 
 

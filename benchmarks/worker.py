@@ -458,6 +458,32 @@ _XLA_RUNTIMES = {"lazy": _warm_jax, "compiled": _warm_jax, "torchax": _warm_jax,
                  "torch_xla_lazy": _warm_torch_xla, "torch_xla": _warm_torch_xla}
 
 
+def parse_jobs(ap, text: str, names=()) -> list[str]:
+    """The jobs of a --jobs list: workload:mode pairs (and the plain `names` a tool adds); anything
+    else is a usage error through argparse `ap` (exit status 2), before any job runs."""
+    from benchmarks.workloads import WORKLOADS
+    jobs = [j for j in text.split(",") if j]
+
+    def valid(j):
+        w, _, m = j.partition(":")
+        return j in names or (w in WORKLOADS and m in ("infer", "train"))
+    bad = [j for j in jobs if not valid(j)]
+    if bad or not jobs:
+        extra = "".join(f"{n} or " for n in names)
+        ap.error(f"--jobs: {bad or 'none'}: each is {extra}workload:mode, workload one of "
+                 f"{','.join(WORKLOADS)}, mode infer or train")
+    return jobs
+
+
+def write_report(lines, out) -> None:
+    """Write a markdown report to `out` (making its folder) and print it."""
+    import pathlib
+    text = "\n".join(lines) + "\n"
+    pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(out).write_text(text)
+    print(text)
+
+
 def start_xla_runtime(system, threads) -> int | None:
     """Start the system's XLA runtime with `threads` compute threads; returns the cores it was
     started on (None: no XLA runtime, or no affinity control). XLA's CPU runtime sizes its thread
