@@ -56,6 +56,12 @@ def metric_data(name: str):
     return m[0], m[1], list(m[2])
 
 
+def metric_count(name: str) -> int:
+    """How many samples a metric has taken (0 if none)."""
+    m = _metrics.get(name)
+    return m[0] if m is not None else 0
+
+
 def metric_names() -> list[str]:
     return sorted(k for k, v in _metrics.items() if v[0])
 

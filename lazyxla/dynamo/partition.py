@@ -106,14 +106,15 @@ class _Collector(torch.fx.Interpreter):
     def run_node(self, n):
         if n.op not in ("call_function", "call_method", "call_module"):
             return self._keep(n, super().run_node(n))
-        before, reads = _fallback_counts(), metrics.counter_value("ItemCall")
+        before, reads = _fallback_counts(), _host_reads()
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         cpu_args = _cpu((args, kwargs))
         cpu_versions = [t._version for t in cpu_args]
         result = self._keep(n, super().run_node(n))
-        # A node that read a device value into Python (a while_loop's condition) would replay
-        # the choice it made while traced: it runs outside the program, on every call.
-        fell_back = _fallback_counts() != before or metrics.counter_value("ItemCall") != reads
+        # A node that read a device value into Python (a while_loop's condition; a custom op
+        # whose Python kernel calls .tolist()) would replay the choice it made while traced: it
+        # runs outside the program, on every call.
+        fell_back = _fallback_counts() != before or _host_reads() != reads
         self.written[n] = {t.untyped_storage().data_ptr() for t, v in zip(cpu_args, cpu_versions)
                            if t._version != v}
         if is_input_item(n):  # a float Dynamo passed as a 0-dim CPU tensor: keyed by value
@@ -143,6 +144,11 @@ def is_input_item(n) -> bool:
     inputs' values, so the value is a constant of each program."""
     return (n.op == "call_method" and n.target == "item" and len(n.args) == 1
             and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder")
+
+
+def _host_reads() -> int:
+    """Device values read to the host so far (.item(), .tolist(), .cpu(), a CPU fallback's inputs)."""
+    return metrics.metric_count("TransferFromDeviceTime")
 
 
 def _fallback_counts():

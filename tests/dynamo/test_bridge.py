@@ -317,16 +317,29 @@ def _(x):
     return torch.empty_like(x)
 
 
-def test_an_op_that_reads_a_value_in_the_trace_is_run_outside_the_program(fresh_metrics):
+@torch.library.custom_op("lazyxla_test::scale_by_max_of_list", mutates_args=())
+def scale_by_max_of_list(x: torch.Tensor) -> torch.Tensor:
+    """The same, reading its input with .tolist() (as Hugging Face's grouped-matmul fallback reads
+    its offsets)."""
+    return x * max(x.tolist())
+
+
+@scale_by_max_of_list.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@pytest.mark.parametrize("op", [scale_by_max, scale_by_max_of_list], ids=["item", "tolist"])
+def test_an_op_that_reads_a_value_in_the_trace_is_run_outside_the_program(op, fresh_metrics):
     # no lowering, but an aten-level op on lazyxla tensors: the graph goes straight to the trace
     # (no trial run), where the read stops it before anything runs; the trial run then places
     # the op between partitions, so every call reads its own input's maximum
-    cf = torch.compile(lambda x: scale_by_max(x + 1) * 2, backend="lazyxla")
+    cf = torch.compile(lambda x: op(x + 1) * 2, backend="lazyxla")
     for top in (1.0, 5.0):
         x = torch.tensor([0.0, 0.5, top])
         torch.testing.assert_close(cf(x.to(D)).cpu(), (x + 1) * (top + 1) * 2)
     assert _count("DynamoTrialRun") == 1
-    assert "scale_by_max" in " ".join(metrics.events("partition")[-1]["unsupported"])
+    assert op._qualname.split("::")[1] in " ".join(metrics.events("partition")[-1]["unsupported"])
 
 
 def _split_and_attend(x):
