@@ -480,6 +480,14 @@ def _put_dtypes(x, index, source, accumulate=False):
                            f"{type_name(source.dtype)}")
 
 
+@check(aten._weight_norm_interface.default)
+def _weight_norm(v, g, dim=0):
+    if dim not in (0, v.dim() - 1):  # (torch._weight_norm takes other dims apart, unfused)
+        raise RuntimeError("fused kernels can only be applied for first or last dim")
+    if v.dtype != g.dtype:  # (the CPU kernel reads g as v's dtype)
+        raise RuntimeError(f"expected scalar type {type_name(v.dtype)} but found {type_name(g.dtype)}")
+
+
 @check(aten.histc.default)
 def _histc(x, bins=100, min=0, max=0):
     # (before the meta kernel, which words "max must be larger than min" otherwise)

@@ -200,6 +200,37 @@ def test_group_norm():
     _module_check(nn.GroupNorm(3, 6), R(2, 6, 4))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape, dim", [((6, 4, 5), 0), ((6, 4, 5), 2), ((3, 7), 1)])
+def test_weight_norm_forward_and_backward(shape, dim, dtype):
+    """The fused first- or last-dim kernel (wav2vec2's positional convolution): weight, norms
+    (float32 for bfloat16) and both gradients as eager's CPU kernel gives them, none on the CPU."""
+    v = R(*shape, dtype=torch.float64).to(dtype)
+    g = R(*[n if i == dim else 1 for i, n in enumerate(shape)], dtype=torch.float64).to(dtype)
+    check(lambda v, g: torch._weight_norm_interface(v, g, dim), v, g)
+    check_grad(lambda v, g: torch._weight_norm(v, g, dim), v, g)
+
+
+def test_weight_norm_parametrization_trains_without_fallback():
+    conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 6, 3), name="weight", dim=2)
+    metrics.clear_all()
+    _module_check(conv, R(2, 4, 9))
+    assert metrics.executed_fallback_ops() == []
+
+
+@pytest.mark.parametrize("dtypes, dim", [((torch.float64, torch.float32), 1),
+                                         ((torch.bfloat16, torch.float32), 0),
+                                         ((torch.float32, torch.float32), -1)])
+def test_weight_norm_errors_match_eager(dtypes, dim):
+    v, g = R(4, 3, dtype=dtypes[0]), R(1, 3, dtype=dtypes[1])
+    with pytest.raises(RuntimeError) as eager:
+        torch._weight_norm_interface(v, g, dim)
+    dev = lazyxla.device()
+    with pytest.raises(RuntimeError) as ours:
+        torch._weight_norm_interface(v.to(dev), g.to(dev), dim)
+    assert str(eager.value).endswith(str(ours.value))  # (eager's INTERNAL ASSERT adds its location)
+
+
 # ---------------------------------------------------------------- embedding
 
 def test_embedding():
