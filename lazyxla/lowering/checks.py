@@ -493,7 +493,8 @@ def _histc(x, bins=100, min=0, max=0):
     # (before the meta kernel, which words "max must be larger than min" otherwise)
     if not (math.isfinite(min) and math.isfinite(max)):
         raise RuntimeError(f"torch.histc: range of [{min:g}, {max:g}] is not finite")
-    if min > max:
+    if (int(min) > int(max)) if not (x.is_floating_point() or x.is_complex()) else min > max:
+        # (an integer input's range is truncated to its dtype first, as CUDA's kernel does)
         raise RuntimeError("torch.histc: max must be larger than min")
 
 

@@ -41,6 +41,9 @@ _DTYPES_DISAGREE = re.compile(
     r"implemented for tensors with different dtypes|^expected dtype [\w: ]+ for `\w+` but got dtype")
 # an op may lack these on the CPU only: lazyxla keeps computing them
 _ALLOWED = re.compile(r"'(Half|BFloat16|Float8\w*)'|\b(Half|BFloat16)\b")
+# integer inputs the CPU's kernels lack and CUDA's compute, which libraries pick on any device but
+# the CPU: Hugging Face's MoE layers count tokens per expert with an int32 histc off the CPU
+_ACCELERATOR_INTEGER_OPS = frozenset(("histc",))
 _RANDOM = re.compile(r"rand|bernoulli|normal|dropout|multinomial|exponential|geometric|cauchy|"
                      r"uniform|poisson|rrelu")
 _RUNS: dict = {}  # op -> how its CPU kernel may be run on stand-ins: _ONE, _SHAPED or None
@@ -164,6 +167,10 @@ def check_dtype_support(op, args, kwargs) -> None:
     if not tensors:
         return
     if how is _SHAPED:
+        if (op._schema.name.split("::")[1] in _ACCELERATOR_INTEGER_OPS
+                and not tensors[0].dtype.is_floating_point and not tensors[0].is_complex()
+                and tensors[0].dtype != torch.bool):
+            return
         dtype = kwargs.get("dtype")  # (cumsum's: a float input summed into bools)
         real = (tensors[0].dtype.is_floating_point and (dtype is None or dtype.is_floating_point)
                 and not any(t.is_complex() for t in tensors))  # (an mse_loss complex target)

@@ -100,6 +100,8 @@ def renorm(x, p, dim, maxnorm, _meta):
 def histc(x, bins=100, min=0, max=0, _meta=None):
     (_, dt), = _meta
     x = x.astype(np_dtype(dt)).reshape(-1)
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        return _histc_integer(x, bins, min, max)
     lo, hi = float(min), float(max)
     if lo == hi:  # PyTorch takes the data's range (and widens an empty one by 1)
         lo_t, hi_t = jnp.min(x) if x.size else 0.0, jnp.max(x) if x.size else 0.0
@@ -115,3 +117,22 @@ def histc(x, bins=100, min=0, max=0, _meta=None):
     idx = jnp.floor((x - lo_t) * bins / width).astype(jnp.int64)
     idx = jnp.clip(idx, 0, bins - 1)  # the max value lands in the last bin
     return jnp.zeros(bins, x.dtype).at[idx].add(inside.astype(x.dtype))
+
+
+def _histc_integer(x, bins, min, max):
+    """Integer histc as CUDA's kernel computes it (the CPU has none; Hugging Face's MoE layers
+    count tokens per expert with an int32 histc on every device but cpu and mps): the range
+    truncated to the dtype, each counted element's bin (x - min) * bins // (max - min) in int64
+    arithmetic, the max value in the last bin, counts in the input dtype."""
+    lo, hi = int(min), int(max)
+    if lo == hi:  # the data's range, widened by 1 each way when it is one value
+        lo_t = jnp.min(x).astype(jnp.int64) if x.size else jnp.int64(0)
+        hi_t = jnp.max(x).astype(jnp.int64) if x.size else jnp.int64(0)
+    else:
+        lo_t, hi_t = jnp.int64(lo), jnp.int64(hi)
+    same = lo_t == hi_t
+    lo_t, hi_t = jnp.where(same, lo_t - 1, lo_t), jnp.where(same, hi_t + 1, hi_t)
+    v = x.astype(jnp.int64)
+    inside = (v >= lo_t) & (v <= hi_t)
+    idx = jnp.minimum((v - lo_t) * bins // (hi_t - lo_t), bins - 1)
+    return jnp.zeros(bins, x.dtype).at[jnp.where(inside, idx, 0)].add(inside.astype(x.dtype))

@@ -148,3 +148,30 @@ def test_histc_boundary_values():
     lo, hi, bins = np.float32(-0.13787562), np.float32(0.34955005), 5
     x = torch.from_numpy((lo + (hi - lo) * np.arange(bins) / bins).astype(np.float32))
     check(lambda a: torch.histc(a, bins, float(lo), float(hi)), x, **EXACT)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.int16])
+@pytest.mark.parametrize("args", [(7, 0, 7), (4, 0, 7), (5, 1, 5), (3,), (4, 0.5, 6.9)],
+                         ids=["bins=range", "4 bins", "inner range", "data range", "fractional range"])
+def test_integer_histc_counts_as_cuda_does(dtype, args):
+    """The CPU has no integer histc; CUDA's computes each bin as (x - min) * bins // (max - min)
+    in integers, over the range truncated to the dtype, counts in the input dtype. For these
+    small integers that is the float64 histogram of the truncated range."""
+    x = torch.randint(0, 7, (50,), generator=torch.Generator().manual_seed(len(args))).to(dtype)
+    lo, hi = (int(args[1]), int(args[2])) if len(args) > 1 else (0, 0)
+    got = torch.histc(x.to(lazyxla.device()), *args).cpu()
+    assert got.dtype == dtype
+    assert torch.equal(got, torch.histc(x.double(), args[0], lo, hi).to(dtype))
+
+
+def test_integer_histc_of_expert_ids_is_their_bincount():
+    """Hugging Face's MoE layers count tokens per expert this way on every device but the CPU."""
+    experts = torch.randint(0, 8, (64, 2), generator=torch.Generator().manual_seed(0))
+    got = torch.histc(experts.reshape(-1).int().to(lazyxla.device()), bins=8, min=0, max=8).cpu()
+    assert torch.equal(got, torch.bincount(experts.reshape(-1), minlength=8).int())
+    one_value = torch.full((5,), 3, dtype=torch.int32)  # an empty range widened by 1 each way
+    assert torch.histc(one_value.to(lazyxla.device()), 4).cpu().tolist() == [0, 0, 5, 0]
+
+
+def test_bool_histc_raises_eagers_error():
+    _raises_like_eager(lambda x, y: torch.histc(x.bool(), 4), torch.arange(6.0), None)
