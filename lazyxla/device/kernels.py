@@ -127,9 +127,17 @@ def _inplace_view_kernel(op, low):
     swaps in the view's sizes and state while keeping the Python object (PyTorch would restride the
     storage, which our zero-byte storages cannot take)."""
     def kernel(self, *args, **kwargs):
+        if buf.storage_state(self.untyped_storage(), None) is None:
+            # a wrapper with no lazyxla state (aot_autograd's FunctionalTensor replays a metadata
+            # mutation on itself under no_dispatch): its sizes and strides alone change, as the
+            # CPU's kernel changes them
+            return op.redispatch(_CPU_KEYS, self, *args, **kwargs)
         self.data = dispatch.record_view(op, low, self, args, kwargs)
         return self
     return kernel
+
+
+_CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 
 def catch_all(op, *args, **kwargs):

@@ -96,7 +96,7 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
         raise ValueError(f"lazyxla backend: mode must be one of {sorted(_COMPILE_MODES)}, got {mode!r}")
     if options:
         raise ValueError(f"lazyxla backend: unknown options {sorted(options)}")
-    if not torch.is_grad_enabled():
+    if not torch.is_grad_enabled() and not _has_functorch_transforms(gm):
         # Inference (Dynamo guards on grad mode): the bridge runs Dynamo's graph directly, without
         # aot_autograd's runtime wrappers, which would cost more per call than the bridge itself.
         return CompiledGraph(gm, "inference", fallback)
@@ -109,6 +109,14 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
     backend = aot_autograd(fw_compiler=boxed(fw), bw_compiler=boxed(bw),
                            inference_compiler=boxed(_bridge_compiler(fallback, "inference")))
     return backend(gm, example_inputs)
+
+
+def _has_functorch_transforms(gm) -> bool:
+    """torch.func's vmap/grad/jvp inlined by Dynamo (_add_batch_dim, _wrap_for_grad, ...): run
+    as they stand they would hand the bridge batched and wrapped tensors; aot_autograd traces
+    them away into plain aten ops."""
+    return any(n.op == "call_function" and getattr(n.target, "__module__", "").startswith(
+        ("torch._functorch", "torch._C._functorch")) for n in gm.graph.nodes)
 
 
 # embedding calls Dynamo records: (position of the weight, position of `sparse`)

@@ -686,3 +686,34 @@ def test_while_loop_runs_outside_the_program_on_every_call(fresh_metrics):
             torch.testing.assert_close(g.cpu(), w)
     assert "while_loop" in " ".join(metrics.events("partition")[-1]["unsupported"])
     assert _count("DynamoRetrace") == 0
+
+
+_W = torch.randn(5, 3)
+
+
+def _sin_features(x):
+    return torch.sin(x @ _W.to(x.device)).sum(-1)
+
+
+_TRANSFORMS = {
+    "vmap": torch.func.vmap(_sin_features),
+    "vmap(grad)": torch.func.vmap(torch.func.grad(lambda v: _sin_features(v[None])[0])),
+    "jacrev": torch.func.jacrev(_sin_features),
+    "jvp": lambda x: torch.func.jvp(_sin_features, (x,), (torch.ones_like(x),))[1],
+}
+
+
+@pytest.mark.parametrize("grad_mode", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("name", _TRANSFORMS)
+def test_torch_func_transforms_compile(name, grad_mode, fresh_metrics):
+    """Dynamo inlines vmap/grad/jvp as functorch calls (_add_batch_dim, _wrap_for_grad): such a
+    graph goes through aot_autograd, which traces them into aten ops, also under no_grad (run
+    as they stand they handed the bridge batched tensors); aot_autograd's functional wrappers
+    replay in-place view ops (squeeze_) on themselves, which lazyxla's kernels let through."""
+    fn = _TRANSFORMS[name]
+    with torch.set_grad_enabled(grad_mode):
+        compiled = torch.compile(fn, backend="lazyxla")
+        for shift in (0.0, 1.0):
+            x = torch.randn(4, 5) + shift
+            torch.testing.assert_close(compiled(x.to(D)).cpu(), fn(x))
+    assert not metrics.executed_fallback_ops()
