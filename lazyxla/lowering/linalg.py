@@ -56,6 +56,11 @@ def _add_scaled(self, prod, beta, alpha):
     if jnp.issubdtype(prod.dtype, jnp.integer):
         to_int = lambda s: s if isinstance(s, int) else jnp.asarray(s).astype(prod.dtype)  # noqa: E731
         beta, alpha = to_int(beta), to_int(alpha)
+    elif self.dtype != prod.dtype:
+        # half inputs: beta * self joins the float32 product unrounded, one rounding at the end
+        # (eager's gemm computes beta * c + alpha * (a @ b) in float32; Muon's Newton-Schulz steps,
+        # beta -4.775, differed in 1 of 6 bfloat16 results)
+        self = self.astype(prod.dtype)
     scaled = prod if _is_one(alpha) else prod * alpha
     if _is_one(beta):
         return scaled + self
