@@ -12,24 +12,35 @@ import torch
 from jax import lax
 
 from lazyxla.ir import meta
-from .pointwise import cast, compute, is_bool, is_float, is_int, out_dtype
+from .pointwise import cast, compute, is_bool, is_float, is_int, opmath, out_dtype
 from .registry import aten, check_divisor, register
+
+def _in_dtype(_meta, s):
+    """A Scalar the CPU kernel converts to the result dtype (`alpha.to<scalar_t>()`) before it
+    computes in opmath: for float16 / bfloat16, add's alpha 1.7 is 1.703125, as in eager."""
+    dt = out_dtype(_meta)
+    return cast(dt, s) if opmath(dt) != dt and not _is_one(s) else s
+
+
+def _is_one(s):
+    return isinstance(s, (int, float)) and not isinstance(s, bool) and s == 1
+
 
 @register(aten.add.Tensor, aten.add.Scalar, meta=True)
 def add(x, y, alpha=1, _meta=None):
-    x, y, alpha = compute(_meta, x, y, alpha)
+    x, y, alpha = compute(_meta, x, y, _in_dtype(_meta, alpha))
     return x + y * alpha
 
 
 @register(aten.sub.Tensor, aten.sub.Scalar, meta=True)
 def sub(x, y, alpha=1, _meta=None):
-    x, y, alpha = compute(_meta, x, y, alpha)
+    x, y, alpha = compute(_meta, x, y, _in_dtype(_meta, alpha))
     return x - y * alpha
 
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar, meta=True)
 def rsub(x, y, alpha=1, _meta=None):
-    x, y, alpha = compute(_meta, x, y, alpha)
+    x, y, alpha = compute(_meta, x, y, _in_dtype(_meta, alpha))
     return y - x * alpha
 
 
@@ -142,6 +153,7 @@ def _complex_pow(x, y):
 
 @register(aten.pow.Tensor_Scalar, meta=True)
 def pow_tensor_scalar(x, y, _meta):
+    y = _in_dtype(_meta, y)  # (the exponent in the result dtype first, as eager's CPU kernel)
     out = pow(x, y, _meta=_meta)
     if jnp.iscomplexobj(out):  # a scalar exponent 0 gives 1, whatever the base (eager's shortcut)
         return jnp.where(compute(_meta, y) == 0, jnp.ones_like(out), out)

@@ -131,7 +131,12 @@ def addr(self, u, v, beta=1, alpha=1):
     if u.dtype == jnp.bool_:
         prod = u[:, None] & v[None, :]
         return prod | ((self != 0) & (beta != 0))
-    return _add_scaled(self, u[:, None] * v[None, :], beta, alpha)
+    # eager's kernel: beta * self + (alpha * vec1) * vec2, each product in the dtype
+    if not _is_one(alpha):
+        if not jnp.issubdtype(u.dtype, jnp.inexact):  # (converted to the dtype: truncated)
+            alpha = alpha if isinstance(alpha, int) else jnp.asarray(alpha).astype(u.dtype)
+        u = u * alpha
+    return _add_scaled(self, u[:, None] * v[None, :], beta, 1)
 
 
 @register(aten.triu.default)

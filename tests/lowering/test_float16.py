@@ -179,3 +179,21 @@ def test_addbmm_rounds_after_each_batch(beta, alpha):
     """Eager's addbmm is one addmm per batch: float32 accumulation, rounded after each."""
     check(lambda m, a, b: torch.addbmm(m, a, b, beta=beta, alpha=alpha), R(5, 10), R(4, 5, 7), R(4, 7, 10),
           atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_scalars_the_kernel_converts_to_the_dtype(dtype):
+    """add's and sub's alpha and pow's exponent are converted to the dtype before the float32
+    arithmetic (`alpha.to<scalar_t>()`: 1.7 is 1.703125 in bfloat16); mul's scalar is not."""
+    a, b = R(256, dtype=dtype), R(256, dtype=dtype)
+    check(lambda a, b: (torch.add(a, b, alpha=1.7), torch.sub(a, b, alpha=-0.3),
+                        torch.rsub(a, b, alpha=0.3), a.abs().pow(1.7), a.abs() ** -2.3, a * 0.3),
+          a, b, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_addr_is_beta_self_plus_alpha_vec1_times_vec2(dtype):
+    """Eager's addr kernel: beta * self + (alpha * vec1) * vec2, each operation in the dtype."""
+    check(lambda m, u, v: (torch.addr(m, u, v, beta=0.7, alpha=-1.1), torch.addr(m, u, v, alpha=3.3),
+                           torch.addr(m, u, v, beta=0)), R(16, 12, dtype=dtype), R(16, dtype=dtype),
+          R(12, dtype=dtype), atol=0, rtol=0)
