@@ -12,18 +12,14 @@ import torch
 from jax import lax
 
 from lazyxla.ir import meta
-from .pointwise import cast, compute, is_bool, is_float, is_int, opmath, out_dtype
+from .pointwise import cast, compute, is_bool, is_float, is_int, is_one, opmath, out_dtype
 from .registry import aten, check_divisor, register
 
 def _in_dtype(_meta, s):
     """A Scalar the CPU kernel converts to the result dtype (`alpha.to<scalar_t>()`) before it
     computes in opmath: for float16 / bfloat16, add's alpha 1.7 is 1.703125, as in eager."""
     dt = out_dtype(_meta)
-    return cast(dt, s) if opmath(dt) != dt and not _is_one(s) else s
-
-
-def _is_one(s):
-    return isinstance(s, (int, float)) and not isinstance(s, bool) and s == 1
+    return cast(dt, s) if opmath(dt) != dt and not is_one(s) else s
 
 
 @register(aten.add.Tensor, aten.add.Scalar, meta=True)

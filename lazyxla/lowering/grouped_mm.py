@@ -25,7 +25,7 @@ from jax import lax
 
 from lazyxla.ir.meta import META_KERNELS
 from lazyxla.jaxenv import cpp_type_name, type_name
-from .linalg import _HI, _pref
+from .linalg import product_dtype
 from .registry import aten, register
 
 _DTYPES = (torch.bfloat16, torch.float32, torch.float16)
@@ -98,10 +98,10 @@ META_KERNELS[aten._grouped_mm.default] = _grouped_mm_meta
 
 @register(aten._grouped_mm.default)
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
-    dtype, acc = a.dtype, _pref(a.dtype)
+    dtype, acc = a.dtype, product_dtype(a.dtype)
     if acc != dtype:  # half inputs as float32 (exact): XLA's CPU dot thunk has no BF16 x BF16 = F32
         a, b = a.astype(acc), b.astype(acc)
-    kw = dict(precision=_HI, preferred_element_type=acc)
+    kw = dict(precision=lax.Precision.HIGHEST, preferred_element_type=acc)
     if offs is None:
         out = lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), **kw)
     else:

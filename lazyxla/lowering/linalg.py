@@ -13,13 +13,16 @@ import numpy as np
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
+from .pointwise import is_one
 from .registry import LU_PIVOTS, aten, check_values, register
 
 _HI = lax.Precision.HIGHEST
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
 
 
-def _pref(dtype):
+def product_dtype(dtype):
+    """The dtype a product of `dtype` operands accumulates in (float32 for the half dtypes; None,
+    the operands', for bools)."""
     dtype = np.dtype(dtype)
     if dtype in _LOW_FLOATS:
         return np.dtype(np.float32)
@@ -46,8 +49,8 @@ def _mat(spec, a, b):
         a, b = a.astype(jnp.int64), b.astype(jnp.int64)
         return (jnp.einsum(spec, a, b) if dims is None else lax.dot_general(a, b, dims)) != 0
     if dims is None:  # (the batched "..." products of linalg_qr)
-        return jnp.einsum(spec, a, b, precision=_HI, preferred_element_type=_pref(a.dtype))
-    return lax.dot_general(a, b, dims, precision=_HI, preferred_element_type=_pref(a.dtype))
+        return jnp.einsum(spec, a, b, precision=_HI, preferred_element_type=product_dtype(a.dtype))
+    return lax.dot_general(a, b, dims, precision=_HI, preferred_element_type=product_dtype(a.dtype))
 
 
 def _add_scaled(self, prod, beta, alpha):
@@ -61,17 +64,13 @@ def _add_scaled(self, prod, beta, alpha):
         # (eager's gemm computes beta * c + alpha * (a @ b) in float32; Muon's Newton-Schulz steps,
         # beta -4.775, differed in 1 of 6 bfloat16 results)
         self = self.astype(prod.dtype)
-    scaled = prod if _is_one(alpha) else prod * alpha
-    if _is_one(beta):
+    scaled = prod if is_one(alpha) else prod * alpha
+    if is_one(beta):
         return scaled + self
     if isinstance(beta, (int, float)) and beta == 0:
         return scaled + jnp.zeros_like(self)
     term = jnp.where(beta == 0, jnp.zeros((), self.dtype), self * beta)
     return scaled + term
-
-
-def _is_one(s):
-    return isinstance(s, (int, float)) and not isinstance(s, bool) and s == 1
 
 
 @register(aten.mm.default)
@@ -132,7 +131,7 @@ def addr(self, u, v, beta=1, alpha=1):
         prod = u[:, None] & v[None, :]
         return prod | ((self != 0) & (beta != 0))
     # eager's kernel: beta * self + (alpha * vec1) * vec2, each product in the dtype
-    if not _is_one(alpha):
+    if not is_one(alpha):
         if not jnp.issubdtype(u.dtype, jnp.inexact):  # (converted to the dtype: truncated)
             alpha = alpha if isinstance(alpha, int) else jnp.asarray(alpha).astype(u.dtype)
         u = u * alpha

@@ -55,6 +55,11 @@ def is_bool(dt):
     return np.dtype(dt) == np.bool_
 
 
+def is_one(s) -> bool:
+    """A Python number equal to 1 (a traced Scalar never is: it is known only when run)."""
+    return isinstance(s, (int, float)) and not isinstance(s, bool) and s == 1
+
+
 def convert(x, dt):
     """x (an array or a Python scalar) as an array of dtype dt (registry.astype's rules)."""
     return astype(jnp.asarray(x), dt)
