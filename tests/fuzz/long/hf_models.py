@@ -1,11 +1,11 @@
 """Hugging Face architectures against eager: tiny configs with random weights (nothing is
-downloaded), each checked three ways: the forward in lazy mode, the forward under
-torch.compile(backend="lazyxla"), and the gradients of a loss in lazy mode (eval mode, so that no
-dropout draws differ). A sweep, not a random fuzz: SEED numbers (model, check), three seeds a
-model (`python hf_models.py 0 150`; past the last model a seed compares nothing). A check
-differs when a value is off by more than 1e-4 of the largest eager magnitude (gradients: of the
-largest gradient of the model), when it raises, or when an op ran on the CPU.
-Not compared: Reformer (its LSH attention draws random rotations)."""
+downloaded), each checked four ways: the forward and the gradients of a loss, each in lazy mode
+and under torch.compile(backend="lazyxla") (eval mode, so that no dropout draws differ). A sweep,
+not a random fuzz: SEED numbers (model, check), four seeds a model (`python hf_models.py 0 196`;
+past the last model a seed compares nothing). A check differs when a value is off by more than
+1e-4 of the largest eager magnitude (gradients: of the model's largest gradient), when it
+raises, or when an op ran on the CPU. Not compared: Reformer (its LSH attention draws random
+rotations)."""
 from __future__ import annotations
 
 import copy
@@ -184,7 +184,7 @@ MODELS = {
         dict(past_values=torch.randn(2, 32, 3, generator=torch.Generator().manual_seed(6)))),
 }
 NAMES = list(MODELS)
-CHECKS = ("lazy", "compiled", "grads")
+CHECKS = ("lazy", "compiled", "grads", "compiled grads")
 
 
 def _first(out):
@@ -214,11 +214,21 @@ def _forward(model, inputs, compiled):
     return _off(got, want, 1e-4 * max(1.0, want.abs().max().item()))
 
 
-def _grads(model, inputs):
+def _unwrapped(fn):
+    """fn(), raising what torch.compile raised inside its BackendCompilerFailed (the error eager
+    raises in the same place: aot_autograd traces the backward when it compiles)."""
+    try:
+        return fn()
+    except torch._dynamo.exc.BackendCompilerFailed as e:
+        raise e.inner_exception from None
+
+
+def _grads(model, inputs, compiled):
     dev_model = copy.deepcopy(model).to(D)
+    fn = torch.compile(dev_model, backend="lazyxla") if compiled else dev_model
     want = outcome(lambda: _first(model(**inputs)).float().square().mean().backward())
-    got = outcome(lambda: _first(dev_model(**{k: v.to(D) for k, v in inputs.items()}))
-                  .float().square().mean().backward())
+    got = outcome(lambda: _unwrapped(lambda: _first(fn(**{k: v.to(D) for k, v in inputs.items()}))
+                                     .float().square().mean().backward()))
     lazyxla.sync()
     if want[0] == "error" or got[0] == "error":  # (RWKV's eval mode writes its state in place)
         return None if want[:2] == got[:2] else f"eager {want[:3]}, lazyxla {got[:3]}"
@@ -244,7 +254,8 @@ def run(seed):
     model.eval()
     torch._dynamo.reset()
     metrics.clear_all()
-    off = _grads(model, inputs) if check == "grads" else _forward(model, inputs, check == "compiled")
+    compiled = check.startswith("compiled")
+    off = _grads(model, inputs, compiled) if check.endswith("grads") else _forward(model, inputs, compiled)
     fell_back = metrics.executed_fallback_ops()
     if off or fell_back:
         return f"{name} {check}: {off or ''}{' fell back: ' + str(fell_back) if fell_back else ''}"
