@@ -15,6 +15,7 @@ from lazyxla.ir import meta
 from .pointwise import cast, compute, is_bool, is_float, is_int, is_one, opmath, out_dtype
 from .registry import aten, check_divisor, register
 
+
 def _in_dtype(_meta, s):
     """A Scalar the CPU kernel converts to the result dtype (`alpha.to<scalar_t>()`) before it
     computes in opmath: for float16 / bfloat16, add's alpha 1.7 is 1.703125, as in eager."""

@@ -58,7 +58,9 @@ def _grouped_mm_meta(a, b, offs=None, bias=None, out_dtype=None):
         if t.dim() not in (2, 3):
             raise RuntimeError(f"{name} has to be 2 or 3d")
     a2, b2 = a.dim() == 2, b.dim() == 2
-    if not (a2 and b2) and a.shape[-1] != b.shape[-2]:
+    if a.shape[-1] != b.shape[-2]:
+        # (eager checks this unless both are 2d: there it slices K by the offsets and accepts
+        # unequal ones that reach; here the groups are masks over one shared K)
         raise RuntimeError("contraction dimension of mat_a and mat_b must match")
     _check_strides(a)
     _check_strides(b)
@@ -74,10 +76,6 @@ def _grouped_mm_meta(a, b, offs=None, bias=None, out_dtype=None):
     if (out_dtype or a.dtype) != a.dtype:
         raise RuntimeError("Grouped gemm output dtype must match `mat_a` dtype")
     if a2 and b2:
-        # (eager slices K by the offsets, so it accepts unequal ones as long as they reach;
-        # here the groups are masks over one shared K)
-        if a.shape[1] != b.shape[0]:
-            raise RuntimeError("contraction dimension of mat_a and mat_b must match")
         shape = (offs.shape[0], a.shape[0], b.shape[1])
     elif a2 or b2:
         if offs.shape[0] != (b.shape[0] if a2 else a.shape[0]):
