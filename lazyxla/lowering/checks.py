@@ -216,30 +216,6 @@ def _clamp(x, min=None, max=None):
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
 
 
-@check(aten.mm.default)
-def _same_dtype_mm(a, b):
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{type_name(a.dtype)} != {type_name(b.dtype)}")
-
-
-@check(aten.dot.default, aten.vdot.default)
-def _same_dtype_dot(a, b):
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
-                           f"{type_name(a.dtype)} and {type_name(b.dtype)}")
-
-
-@check(aten.addmm.default, aten.baddbmm.default, aten.addbmm.default, aten.addmv.default,
-       aten.mv.default)
-def _same_dtype_products(*args, **kwargs):
-    tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-    dtypes = [t.dtype for t in tensors if t.dim() > 0 or t.device.type != "cpu"]
-    if len(set(dtypes)) > 1:
-        raise RuntimeError("expected all matrix and vector arguments to have the same dtype, but got "
-                           + ", ".join(type_name(d) for d in dtypes))
-
-
 @check(aten.convolution.default)
 def _convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     if any(p < 0 for p in padding):

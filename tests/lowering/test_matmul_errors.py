@@ -1,0 +1,70 @@
+"""The matrix products raise eager's errors word for word: a mis-sized nn.Linear says "mat1 and
+mat2 shapes cannot be multiplied (20x16 and 32x8)" on lazyxla too (PyTorch's meta kernel said "a
+and b must have same reduction dim, but got [20, 16] X [32, 8]."), and mixed dtypes, wrong ranks
+and bad biases are reported in eager's order (lazyxla/lowering/matmul_checks.py)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lazyxla
+
+D = lazyxla.device()
+F64 = torch.float64
+
+
+def r(*shape, dtype=torch.float32):
+    return torch.zeros(*shape, dtype=dtype)
+
+
+CASES = {
+    "linear": lambda: F.linear(r(2, 10, 16), r(8, 32)),
+    "linear, 2-d input": lambda: F.linear(r(10, 16), r(8, 32)),
+    "linear, 1-d input": lambda: F.linear(r(16), r(8, 32)),
+    "linear, bias of another size": lambda: F.linear(r(10, 16), r(8, 16), r(7)),
+    "linear, double weight": lambda: F.linear(r(2, 10, 16), r(8, 16, dtype=F64)),
+    "linear, double bias": lambda: F.linear(r(10, 16), r(8, 16), r(8, dtype=F64)),
+    "nn.Linear": lambda: torch.nn.Linear(32, 8)(r(4, 16)),
+    "mm": lambda: torch.mm(r(10, 16), r(8, 16)),
+    "mm, vector": lambda: torch.mm(r(16), r(16, 8)),
+    "mm, vector second": lambda: torch.mm(r(4, 16), r(16)),
+    "mm, dtypes": lambda: torch.mm(r(10, 16), r(16, 8, dtype=torch.int64)),
+    "mm, shapes before dtypes": lambda: torch.mm(r(10, 16), r(8, 16, dtype=F64)),
+    "addmm, self dtype first": lambda: torch.addmm(r(7, dtype=F64), r(10), r(8, 16)),
+    "addmm, mat1 dtype": lambda: torch.addmm(r(8), r(10, 16, dtype=F64), r(16, 8)),
+    "addmm, mat1 rank": lambda: torch.addmm(r(8), r(16), r(16, 8)),
+    "addmm, self of too many dims": lambda: torch.addmm(r(2, 3, 8), r(3, 16), r(16, 8)),
+    "mv": lambda: torch.mv(r(10, 16), r(8)),
+    "mv, vector": lambda: torch.mv(r(10), r(10)),
+    "mv, dtypes": lambda: torch.mv(r(10, 16), r(16, dtype=F64)),
+    "addmv, self": lambda: torch.addmv(r(7), r(10, 16), r(16)),
+    "addmv, dtypes": lambda: torch.addmv(r(10, dtype=F64), r(10, 16), r(16)),
+    "dot": lambda: torch.dot(r(16), r(8)),
+    "dot, dtypes before sizes": lambda: torch.dot(r(16), r(8, dtype=F64)),
+    "vdot": lambda: torch.vdot(r(16), r(8)),
+    "bmm, dtypes": lambda: torch.bmm(r(2, 3, 4), r(2, 4, 6, dtype=F64)),
+    "bmm, shapes before dtypes": lambda: torch.bmm(r(2, 3, 4), r(2, 5, 6, dtype=F64)),
+    "baddbmm, batch2 dtype": lambda: torch.baddbmm(r(2, 3, 6), r(2, 3, 4), r(2, 4, 6, dtype=F64)),
+    "baddbmm, self dtype": lambda: torch.baddbmm(r(2, 3, 6, dtype=F64), r(2, 3, 4), r(2, 4, 6)),
+    "baddbmm, batch1 dtype": lambda: torch.baddbmm(r(2, 3, 6), r(2, 3, 4, dtype=F64), r(2, 4, 6)),
+    "addbmm, sizes": lambda: torch.addbmm(r(3, 6), r(2, 3, 4), r(2, 5, 6)),
+    "addbmm, batches": lambda: torch.addbmm(r(3, 6), r(2, 3, 4), r(3, 4, 6)),
+    "addbmm, self first": lambda: torch.addbmm(r(3, 6), r(3, 4), r(3, 4, 6)),
+    "addbmm, dtypes": lambda: torch.addbmm(r(3, 6, dtype=F64), r(2, 3, 4), r(2, 4, 6)),
+    "matmul, 1-d by 2-d": lambda: torch.matmul(r(4), r(5, 6)),
+    "matmul, 2-d by 1-d": lambda: torch.matmul(r(6, 4), r(5)),
+    "matmul, batched": lambda: torch.matmul(r(2, 3, 4), r(5, 6)),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_matrix_products_raise_eagers_error(case):
+    with pytest.raises(Exception) as eager:
+        CASES[case]()
+    with torch.device(D), pytest.raises(type(eager.value)) as got:
+        CASES[case]()
+    assert str(got.value).splitlines()[0] == str(eager.value).splitlines()[0]
+
+
+def test_a_cpu_scalar_bias_of_another_dtype_is_still_accepted():
+    a, b = torch.ones(2, 3, device=D), torch.ones(3, 4, device=D)
+    torch.testing.assert_close(torch.addmm(torch.tensor(1.0, dtype=F64), a, b).cpu(), torch.full((2, 4), 4.0))
