@@ -17,6 +17,7 @@ from lazyxla.ir.node import data_node
 from lazyxla.jaxenv import supports_dtype, to_device, to_host
 from lazyxla.runtime import executor
 from . import dispatch
+from .decompositions import DECOMPOSITIONS
 
 _PKG_DIRS = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.__file__))
 _active = threading.local()
@@ -161,7 +162,7 @@ def decompose(op, args, kwargs):
     """Run PyTorch's decomposition of `op` (its parts dispatch back here); None if there is none
     or `op` is already being decomposed further up the stack."""
     from torch._decomp import decomposition_table
-    fn = decomposition_table.get(op)
+    fn = DECOMPOSITIONS.get(op) or decomposition_table.get(op)
     if fn is None:
         return NotImplemented
     active = getattr(_active, "ops", None)

@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
+from lazyxla.jaxenv import np_dtype
+from . import linalg
 from .pointwise import compute
 from .registry import aten, register
 
@@ -40,6 +42,13 @@ def gelu(x, approximate="none", _meta=None):
     if _eager_gelu_of_inf_is_nan(_meta[0][1]):
         out = jnp.where(x == jnp.inf, jnp.nan, out)
     return out
+
+
+@register(aten._addmm_activation.default, meta=True)
+def addmm_activation(self, a, b, beta=1, alpha=1, use_gelu=False, _meta=None):
+    # eager's CPU kernel: addmm, rounded to the dtype, then gelu_ (exact) or relu_ in place
+    out = linalg.addmm(self, a, b, beta, alpha).astype(np_dtype(_meta[0][1]))
+    return gelu(out, _meta=_meta) if use_gelu else jnp.maximum(out, jnp.zeros((), out.dtype))
 
 
 @functools.cache
