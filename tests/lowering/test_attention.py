@@ -254,3 +254,17 @@ def test_transformer_encoder_fast_path_matches_eager(activation, norm_first, mas
         got = _no_fallback(lambda: model(x.to(D), **{k: v.to(D) for k, v in kwargs.items()}).cpu())
     assert _decomposed("_transformer_encoder_layer_fwd") == before + 2
     torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_compiled_encoder_runs_the_fast_path_in_one_program():
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True),
+                                        2, enable_nested_tensor=False).eval()
+    x = _rand(2, 5, 16)
+    with torch.no_grad():
+        want = model(x)
+        compiled = torch.compile(model.to(D), backend="lazyxla")
+        before = _decomposed("_transformer_encoder_layer_fwd")
+        got = _no_fallback(lambda: compiled(x.to(D)).cpu())
+    assert _decomposed("_transformer_encoder_layer_fwd") > before  # (Dynamo kept the fused op)
+    torch.testing.assert_close(got, want)
