@@ -252,6 +252,25 @@ def _dim_in_range(x, dim):
                          f"but got {dim})")
 
 
+def _dim_second(x, dim, *args, **kwargs):
+    _dim_in_range(x, dim)
+
+
+def _sort_dim(x, *args, **kwargs):  # (sort.stable takes its dim by keyword only)
+    _dim_in_range(x, args[0] if args else kwargs.get("dim", -1))
+
+
+def _dim_third(x, src, dim, *args, **kwargs):
+    _dim_in_range(x, dim)
+
+
+# dims that eager wraps (raising its IndexError) and PyTorch's meta kernels take unchecked: the
+# program sorted or scattered along a wrapped dim
+check(aten.sort.default, aten.sort.stable, aten.sort.values, aten.sort.values_stable)(_sort_dim)
+check(*_ops("index_reduce", "index_reduce_", "index_fill", "index_fill_"))(_dim_second)
+check(*_ops("select_scatter", "slice_scatter"))(_dim_third)
+
+
 @check(aten.index_select.default)
 def _index_select(x, dim, index):
     _dim_in_range(x, dim)

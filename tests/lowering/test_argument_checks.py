@@ -42,6 +42,14 @@ BAD = {
     "index_put_tensors_not_broadcastable": lambda d: X.clone().to(d).index_put_(
         (torch.tensor([0, 1]).to(d), torch.tensor([0, 1, 2]).to(d)), torch.tensor(1.0).to(d)),
     "cat_zero_dim": lambda d: torch.cat([torch.tensor(1.0).to(d)]),
+    # dims the meta kernels took unchecked (sort sorted along a wrapped dim)
+    "sort_dim_out_of_range": lambda d: X.to(d).sort(2),
+    "sort_stable_dim_out_of_range": lambda d: torch.sort(X.to(d), dim=-3, stable=True),
+    "argsort_dim_out_of_range": lambda d: X.to(d).argsort(2),
+    "select_scatter_dim_out_of_range": lambda d: torch.select_scatter(X.to(d), X[0].to(d), 2, 0),
+    "slice_scatter_dim_out_of_range": lambda d: torch.slice_scatter(X.to(d), X.to(d), -3),
+    "index_reduce_dim_out_of_range": lambda d: X.to(d).index_reduce(2, I[:1].to(d), X[:1].to(d), "prod"),
+    "index_fill_dim_out_of_range": lambda d: X.to(d).index_fill(2, I[:1].to(d), 1.0),
     "t_of_3d": lambda d: X[None].to(d).t(),
     "t__of_3d": lambda d: X[None].to(d).t_(),
     "clamp_without_bounds": lambda d: torch.clamp(X.to(d)),
