@@ -229,20 +229,31 @@ def _convolution(x, w, bias, stride, padding, dilation, transposed, output_paddi
     if x.dtype != w.dtype or (bias is not None and bias.dtype != x.dtype):
         other = w.dtype if w.dtype != x.dtype else bias.dtype
         raise RuntimeError(f"expected scalar type {type_name(x.dtype)} but found {type_name(other)}")
+    if w.shape[0] % groups:  # (eager's double brackets)
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at "
+                           f"dimension 0, but got weight of size [{list(w.shape)}] instead")
     if transposed:
+        if x.shape[1] != w.shape[0]:
+            raise RuntimeError(f"Given transposed=1, weight of size {list(w.shape)}, expected input"
+                               f"{list(x.shape)} to have {w.shape[0]} channels, but got {x.shape[1]} "
+                               "channels instead")
+        out_channels = w.shape[1] * groups
+        if bias is not None and (bias.dim() != 1 or bias.shape[0] != out_channels):
+            raise RuntimeError(f"Given transposed=1, weight of size {list(w.shape)}, expected bias to be "
+                               f"1-dimensional with {out_channels} elements, but got bias of size "
+                               f"{list(bias.shape)} instead")
         if any(op >= max(s, d) for op, s, d in zip(output_padding, stride, dilation)):
             raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
                                f"output_padding {list(output_padding)}, stride {list(stride)}, "
                                f"dilation {list(dilation)}")
-        out_channels = w.shape[1] * groups
-    else:
-        if w.shape[0] % groups:
-            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at "
-                               f"dimension 0, but got weight of size {list(w.shape)} instead")
-        out_channels = w.shape[0]
-    if bias is not None and (bias.dim() != 1 or bias.shape[0] != out_channels):
+        return
+    if x.dim() == w.dim() and x.shape[1] != w.shape[1] * groups:  # (a mis-sized nn.Conv2d)
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(w.shape)}, expected input"
+                           f"{list(x.shape)} to have {w.shape[1] * groups} channels, but got "
+                           f"{x.shape[1]} channels instead")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != w.shape[0]):
         raise RuntimeError(f"Given weight of size {list(w.shape)}, expected bias to be 1-dimensional "
-                           f"with {out_channels} elements, but got bias of size {list(bias.shape)} instead")
+                           f"with {w.shape[0]} elements, but got bias of size {list(bias.shape)} instead")
 
 
 def _dim_in_range(x, dim):

@@ -1,7 +1,8 @@
-"""The matrix products raise eager's errors word for word: a mis-sized nn.Linear says "mat1 and
-mat2 shapes cannot be multiplied (20x16 and 32x8)" on lazyxla too (PyTorch's meta kernel said "a
-and b must have same reduction dim, but got [20, 16] X [32, 8]."), and mixed dtypes, wrong ranks
-and bad biases are reported in eager's order (lazyxla/lowering/matmul_checks.py)."""
+"""The errors users meet most, word for word as eager raises them, in eager's order: a mis-sized
+nn.Linear says "mat1 and mat2 shapes cannot be multiplied (20x16 and 32x8)" on lazyxla too
+(PyTorch's meta kernel said "a and b must have same reduction dim, but got [20, 16] X [32, 8]."),
+a mis-sized nn.Conv2d names the channels it expected (it said "Invalid channel dimensions"; a
+transposed convolution failed inside JAX, or computed where eager raises)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,7 +17,7 @@ def r(*shape, dtype=torch.float32):
     return torch.zeros(*shape, dtype=dtype)
 
 
-CASES = {
+PRODUCTS = {
     "linear": lambda: F.linear(r(2, 10, 16), r(8, 32)),
     "linear, 2-d input": lambda: F.linear(r(10, 16), r(8, 32)),
     "linear, 1-d input": lambda: F.linear(r(16), r(8, 32)),
@@ -56,12 +57,30 @@ CASES = {
 }
 
 
+CONVOLUTIONS = {
+    "conv2d, channels": lambda: F.conv2d(r(1, 5, 8, 8), r(4, 3, 3, 3)),
+    "conv2d, channels of groups": lambda: F.conv2d(r(1, 5, 8, 8), r(4, 3, 3, 3), groups=2),
+    "conv1d, channels": lambda: F.conv1d(r(1, 5, 8), r(4, 3, 3)),
+    "conv2d, unbatched": lambda: F.conv2d(r(5, 8, 8), r(4, 3, 3, 3)),
+    "conv2d, channels before bias": lambda: F.conv2d(r(1, 5, 8, 8), r(4, 3, 3, 3), r(3)),
+    "nn.Conv1d": lambda: torch.nn.Conv1d(4, 3, 3)(r(2, 5, 8)),
+    "conv_transpose2d, channels": lambda: F.conv_transpose2d(r(1, 5, 8, 8), r(4, 3, 3, 3)),
+    "conv_transpose1d, groups": lambda: F.conv_transpose1d(r(1, 4, 8), r(4, 2, 3), groups=3),
+    "conv_transpose1d, bias": lambda: F.conv_transpose1d(r(1, 4, 8), r(4, 2, 3), r(3)),
+    "conv_transpose1d, channels before output padding":
+        lambda: F.conv_transpose1d(r(1, 5, 8), r(4, 2, 3), output_padding=2),
+    "nn.ConvTranspose2d": lambda: torch.nn.ConvTranspose2d(4, 3, 3)(r(1, 5, 8, 8)),
+}
+CASES = {**PRODUCTS, **CONVOLUTIONS}
+
+
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_matrix_products_raise_eagers_error(case):
+def test_raises_eagers_error(case):
     with pytest.raises(Exception) as eager:
         CASES[case]()
     with torch.device(D), pytest.raises(type(eager.value)) as got:
         CASES[case]()
+        lazyxla.sync()
     assert str(got.value).splitlines()[0] == str(eager.value).splitlines()[0]
 
 
