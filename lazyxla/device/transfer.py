@@ -43,14 +43,10 @@ def copy_(self, src, non_blocking=False):
                     else buf.state_of(fallback.from_cpu(src)).read())
         else:
             raise dispatch.device_mismatch(src)
-        try:
-            torch.broadcast_shapes(src.shape, self.shape)
-        except RuntimeError:
-            raise RuntimeError(f"The size of tensor a ({tuple(self.shape)}) must match the size of "
-                               f"tensor b ({tuple(src.shape)})") from None
-        if torch.broadcast_shapes(src.shape, self.shape) != self.shape:
+        shape = meta.broadcast_pair(tuple(self.shape), tuple(src.shape))  # (eager's error)
+        if shape != self.shape:
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
-                               f"shape {list(torch.broadcast_shapes(src.shape, self.shape))}")
+                               f"shape {list(shape)}")
         if views:
             overlap.check([self], (src,), {})
         dst.write(dispatch.converted(node, self.shape, self.dtype))

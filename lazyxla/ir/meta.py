@@ -44,6 +44,51 @@ def _run_meta(op, args, kwargs):
         return _run_meta_kernel(op, args, kwargs)
     except AssertionError as e:  # some meta kernels assert where eager's TORCH_CHECK raises
         raise RuntimeError(str(e)) from None  # (linalg.inv of a 0-dim tensor)
+    except RuntimeError as e:
+        if str(e).startswith(_REF_BROADCAST_ERRORS):  # (PyTorch's Python meta kernels' words)
+            _raise_broadcast_error(op, args, kwargs)
+        raise
+
+
+_REF_BROADCAST_ERRORS = ("Attempting to broadcast a dimension of length",
+                         "output with shape torch.Size(")
+
+
+def _raise_broadcast_error(op, args, kwargs):
+    """Eager's error for tensors that do not broadcast: their shapes joined one by one in the
+    order of the op's arguments (a masked_fill's mask first), as eager's TensorIterator joins
+    them; an in-place op's result that the others would grow."""
+    outs = _out_names(op)
+    tensors = [a for a in _flat(args, {k: v for k, v in kwargs.items() if k not in outs})
+               if isinstance(a, torch.Tensor)]
+    if op._schema.name in _SECOND_JOINED_FIRST:
+        tensors = tensors[1:2] + tensors[:1] + tensors[2:]
+    shape: tuple = ()
+    for t in tensors:
+        shape = broadcast_pair(shape, tuple(t.shape))
+    if _writes_self(op) and shape != tuple(args[0].shape):
+        raise RuntimeError(f"output with shape {list(args[0].shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
+
+
+# ops whose eager kernel joins its second tensor's shape first: masked_fill expands the mask
+# against self, rsub computes other - self, threshold_backward iterates over self, then grad
+_SECOND_JOINED_FIRST = frozenset({"aten::masked_fill", "aten::rsub",
+                                  "aten::threshold_backward"})
+
+
+def broadcast_pair(a: tuple, b: tuple) -> tuple:
+    """The shape a and b broadcast to, or eager's error (dims counted from the result's front)."""
+    n = max(len(a), len(b))
+    out = []
+    for i in range(n - 1, -1, -1):
+        size_a = a[i - n + len(a)] if i - n + len(a) >= 0 else 1
+        size_b = b[i - n + len(b)] if i - n + len(b) >= 0 else 1
+        if size_a != size_b and size_a != 1 and size_b != 1:
+            raise RuntimeError(f"The size of tensor a ({size_a}) must match the size of tensor b "
+                               f"({size_b}) at non-singleton dimension {i}")
+        out.append(size_a if size_b == 1 else size_b)
+    return tuple(reversed(out))
 
 
 def _run_meta_kernel(op, args, kwargs):

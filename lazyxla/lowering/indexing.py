@@ -110,9 +110,30 @@ def _index_put_indices(x, indices, *args, **kwargs):
         raise Unsupported(_MIXED_MASK)
 
 
+def _index_put_values(x, indices, values, *args, **kwargs):
+    """The values must broadcast to the indexed result (eager's error; the meta kernel lets
+    other shapes pass, and the program wrote a slice of them). A mask's result length is its
+    count of true elements, known at run time only: not checked here."""
+    if any(i is not None and i.dtype in MASK_DTYPES for i in indices):
+        return
+    try:
+        result = aten.index.Tensor(torch.empty(x.shape, device="meta"), [
+            None if i is None else torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices])
+    except (RuntimeError, IndexError):
+        return  # (bad indices: their own checks raise eager's error)
+    try:
+        fits = torch.broadcast_shapes(values.shape, result.shape) == result.shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be "
+                           f"broadcast to indexing result of shape {list(result.shape)}")
+
+
 for _op in (aten.index_put.default, aten.index_put_.default, aten._index_put_impl.default,
             aten._index_put_impl_.default, aten._unsafe_index_put.default):
     check(_op)(_index_put_indices)
+    check(_op)(_index_put_values)
 
 
 @register(aten.index_put.default, aten._index_put_impl.default, aten._unsafe_index_put.default)

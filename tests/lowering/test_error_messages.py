@@ -14,7 +14,7 @@ F64 = torch.float64
 
 
 def r(*shape, dtype=torch.float32):
-    return torch.zeros(*shape, dtype=dtype)
+    return torch.zeros(*shape, dtype=dtype)  # (on the device the test makes the default)
 
 
 PRODUCTS = {
@@ -71,7 +71,24 @@ CONVOLUTIONS = {
         lambda: F.conv_transpose1d(r(1, 5, 8), r(4, 2, 3), output_padding=2),
     "nn.ConvTranspose2d": lambda: torch.nn.ConvTranspose2d(4, 3, 3)(r(1, 5, 8, 8)),
 }
-CASES = {**PRODUCTS, **CONVOLUTIONS}
+BROADCASTS = {  # eager's "The size of tensor a (4) must match the size of tensor b (5) at
+    # non-singleton dimension 1" (PyTorch's Python meta kernels: "Attempting to broadcast a dimension
+    # of length 5 at -1! Mismatching argument at index 1 had torch.Size([3, 5]); ...")
+    "add": lambda: r(3, 4) + r(3, 5),
+    "mul, 3-d by 2-d": lambda: r(2, 3, 4) * r(2, 4),
+    "where": lambda: torch.where(r(2, 3) > 0, r(2, 4), r(2, 3)),
+    "addcmul": lambda: torch.addcmul(r(3), r(3), r(4)),
+    "masked_fill (mask first)": lambda: r(2, 3).masked_fill(r(2, 4) > 0, 1.0),
+    "masked_fill_": lambda: r(2, 3).masked_fill_(r(3, 3) > 0, 1.0),
+    "rsub (other first)": lambda: torch.rsub(r(2), r(3)),
+    "threshold_backward (self first)": lambda: torch.ops.aten.threshold_backward(r(3), r(4), 0.0),
+    "kl_div": lambda: F.kl_div(r(3, 4), r(3, 5), reduction="batchmean"),
+    "in place, growing self": lambda: r(3, 1).add_(r(3, 4)),
+    "copy_": lambda: r(2, 3).copy_(r(3, 3)),
+    "index_put_, values": lambda: r(4, 3).index_put_((torch.tensor([0, 1]),), r(3, 3)),
+    "setitem, values": lambda: r(4, 3).__setitem__((slice(None), torch.tensor([0, 1])), r(4, 3)),
+}
+CASES = {**PRODUCTS, **CONVOLUTIONS, **BROADCASTS}
 
 
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
