@@ -6,6 +6,7 @@ runtime scalars (their value cannot change a shape or dtype)."""
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 
 import torch
@@ -47,6 +48,8 @@ def _run_meta(op, args, kwargs):
     except RuntimeError as e:
         if str(e).startswith(_REF_BROADCAST_ERRORS):  # (PyTorch's Python meta kernels' words)
             _raise_broadcast_error(op, args, kwargs)
+        if "torch.Size([" in str(e):  # eager's C++ prints sizes as [2, 3]
+            raise type(e)(re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", str(e))) from None
         raise
 
 

@@ -88,7 +88,36 @@ BROADCASTS = {  # eager's "The size of tensor a (4) must match the size of tenso
     "index_put_, values": lambda: r(4, 3).index_put_((torch.tensor([0, 1]),), r(3, 3)),
     "setitem, values": lambda: r(4, 3).__setitem__((slice(None), torch.tensor([0, 1])), r(4, 3)),
 }
-CASES = {**PRODUCTS, **CONVOLUTIONS, **BROADCASTS}
+L = torch.long
+SHAPES = {  # the meta kernels' own words before (lazyxla/lowering/shape_checks.py)
+    "cat, sizes": lambda: torch.cat([r(2, 3), r(2, 4)]),
+    "cat, skipping a legacy empty tensor": lambda: torch.cat([r(2, 3), r(0), r(2, 4)]),
+    "cat, ranks": lambda: torch.cat([r(2, 3), r(2, 3, 1)]),
+    "stack": lambda: torch.stack([r(2, 3), r(2, 3), r(2, 4)]),
+    "layer_norm, input": lambda: F.layer_norm(r(2, 5), (3, 5)),
+    "layer_norm, weight": lambda: F.layer_norm(r(2, 5), (5,), r(4)),
+    "layer_norm, bias": lambda: F.layer_norm(r(2, 5), (5,), r(5), r(4)),
+    "nn.LayerNorm": lambda: torch.nn.LayerNorm(8)(r(2, 5)),
+    "embedding, float indices": lambda: F.embedding(r(3), r(10, 4)),
+    "embedding, 1-d weight": lambda: F.embedding(r(3, dtype=L), r(10)),
+    "gather, index size": lambda: r(4, 4).gather(1, r(5, 2, dtype=L)),
+    "reflection pad too large": lambda: F.pad(r(1, 1, 4), (4, 4), mode="reflect"),
+    "where, float condition": lambda: torch.where(r(2, 3), r(2, 3), r(2, 3)),
+    "masked_fill, float mask": lambda: r(2, 3).masked_fill(r(2, 3), 1.0),
+    "topk, k": lambda: r(2, 3).topk(4),
+    "trace, 3-d": lambda: torch.trace(r(2, 2, 2)),
+    "inv, not square": lambda: torch.linalg.inv(r(2, 3)),
+    "det, 1-d": lambda: torch.linalg.det(r(3)),
+    "roll": lambda: torch.roll(r(3, 3), (1, 2), (0,)),
+    "flip, a dim twice": lambda: torch.flip(r(3, 3), (0, -2)),
+    "grid_sample, grid": lambda: F.grid_sample(r(1, 1, 4, 4), r(1, 2, 2, 3)),
+    "index_add, count": lambda: r(4, 3).index_add(0, r(2, dtype=L), r(3, 3)),
+    "index_copy, count (IndexError)": lambda: r(4, 3).index_copy(0, r(2, dtype=L), r(3, 3)),
+    "masked_scatter, dtypes": lambda: r(4).masked_scatter(r(4) > 0, r(4, dtype=L)),
+    "mean of integers": lambda: r(2, 3, dtype=L).mean(),
+    "randn, negative size": lambda: torch.randn(2, -3),
+}
+CASES = {**PRODUCTS, **CONVOLUTIONS, **BROADCASTS, **SHAPES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
