@@ -133,3 +133,107 @@ def test_raises_eagers_error(case):
 def test_a_cpu_scalar_bias_of_another_dtype_is_still_accepted():
     a, b = torch.ones(2, 3, device=D), torch.ones(3, 4, device=D)
     torch.testing.assert_close(torch.addmm(torch.tensor(1.0, dtype=F64), a, b).cpu(), torch.full((2, 4), 4.0))
+
+
+X2 = torch.randn(2, 3)
+L2 = lambda *shape: torch.zeros(*shape, dtype=torch.long)  # noqa: E731
+DIM_OPS = {  # each op at dims 2 and -3 of a 2-d tensor: eager's IndexError (or its own error)
+    "sort": lambda x, d: x.sort(d),
+    "argsort": lambda x, d: x.argsort(d),
+    "sort stable": lambda x, d: torch.sort(x, dim=d, stable=True),
+    "topk": lambda x, d: x.topk(1, d),
+    "kthvalue": lambda x, d: x.kthvalue(1, d),
+    "cumsum": lambda x, d: x.cumsum(d),
+    "cumprod": lambda x, d: x.cumprod(d),
+    "logcumsumexp": lambda x, d: x.logcumsumexp(d),
+    "cummax": lambda x, d: x.cummax(d),
+    "cummin": lambda x, d: x.cummin(d),
+    "flip": lambda x, d: x.flip(d),
+    "roll": lambda x, d: x.roll(1, d),
+    "narrow": lambda x, d: x.narrow(d, 0, 1),
+    "select": lambda x, d: x.select(d, 0),
+    "index_select": lambda x, d: x.index_select(d, L2(1)),
+    "gather": lambda x, d: x.gather(d, L2(2, 3)),
+    "scatter": lambda x, d: x.scatter(d, L2(2, 3), x),
+    "scatter_add": lambda x, d: x.scatter_add(d, L2(2, 3), x),
+    "scatter_reduce": lambda x, d: x.scatter_reduce(d, L2(2, 3), x, "amax"),
+    "softmax": lambda x, d: x.softmax(d),
+    "log_softmax": lambda x, d: x.log_softmax(d),
+    "sum": lambda x, d: x.sum(d),
+    "mean": lambda x, d: x.mean(d),
+    "amax": lambda x, d: x.amax(d),
+    "argmax": lambda x, d: x.argmax(d),
+    "argmin": lambda x, d: x.argmin(d),
+    "max.dim": lambda x, d: x.max(d),
+    "min.dim": lambda x, d: x.min(d),
+    "median.dim": lambda x, d: x.median(d),
+    "nanmedian": lambda x, d: x.nanmedian(d),
+    "mode": lambda x, d: x.mode(d),
+    "var": lambda x, d: x.var(d),
+    "std": lambda x, d: x.std(d),
+    "var_mean": lambda x, d: torch.var_mean(x, d),
+    "norm": lambda x, d: x.norm(dim=d),
+    "vector_norm": lambda x, d: torch.linalg.vector_norm(x, dim=d),
+    "all": lambda x, d: x.all(d),
+    "any": lambda x, d: x.any(d),
+    "prod": lambda x, d: x.prod(d),
+    "logsumexp": lambda x, d: x.logsumexp(d),
+    "nansum": lambda x, d: x.nansum(d),
+    "count_nonzero": lambda x, d: x.count_nonzero(d),
+    "unbind": lambda x, d: x.unbind(d),
+    "split": lambda x, d: x.split(1, d),
+    "chunk": lambda x, d: x.chunk(2, d),
+    "tensor_split": lambda x, d: x.tensor_split(2, d),
+    "squeeze": lambda x, d: x.squeeze(d),
+    "unsqueeze": lambda x, d: x.unsqueeze(d + 1 if d > 0 else d - 1),
+    "transpose": lambda x, d: x.transpose(0, d),
+    "movedim": lambda x, d: x.movedim(0, d),
+    "diff": lambda x, d: x.diff(dim=d),
+    "renorm": lambda x, d: x.renorm(2, d, 1.0),
+    "repeat_interleave": lambda x, d: x.repeat_interleave(2, d),
+    "unique_consecutive": lambda x, d: torch.unique_consecutive(x, dim=d),
+    "unique": lambda x, d: torch.unique(x, dim=d),
+    "index_add": lambda x, d: x.index_add(d, L2(1), x[:1]),
+    "index_copy": lambda x, d: x.index_copy(d, L2(1), x[:1]),
+    "index_fill": lambda x, d: x.index_fill(d, L2(1), 1.0),
+    "glu": lambda x, d: torch.nn.functional.glu(torch.randn(2, 4), d),
+    "cross": lambda x, d: torch.linalg.cross(torch.randn(2, 3), torch.randn(2, 3), dim=d),
+    "diagonal": lambda x, d: x.diagonal(0, 0, d),
+    "take_along_dim": lambda x, d: torch.take_along_dim(x, L2(2, 3), d),
+    "flatten": lambda x, d: x.flatten(0, d),
+    "unflatten": lambda x, d: x.unflatten(d, (1, 3)),
+    "cat": lambda x, d: torch.cat([x, x], d),
+    "stack": lambda x, d: torch.stack([x, x], d + 1 if d > 0 else d - 1),
+    "normalize": lambda x, d: torch.nn.functional.normalize(x, dim=d),
+    "cosine_similarity": lambda x, d: torch.nn.functional.cosine_similarity(x, x, d),
+    "softmin": lambda x, d: torch.nn.functional.softmin(x, d),
+    "gumbel": lambda x, d: torch.nn.functional.gumbel_softmax(x, dim=d) * 0,
+    "cumulative_trapezoid": lambda x, d: torch.cumulative_trapezoid(x, dim=d),
+    "trapezoid": lambda x, d: torch.trapezoid(x, dim=d),
+    "fft": lambda x, d: torch.fft.fft(x, dim=d),
+    "rfft": lambda x, d: torch.fft.rfft(x, dim=d),
+    "amin": lambda x, d: x.amin(d),
+    "aminmax": lambda x, d: torch.aminmax(x, dim=d),
+    "std_mean": lambda x, d: torch.std_mean(x, d),
+    "nanmean": lambda x, d: x.nanmean(d),
+    "max_unary_dim_keep": lambda x, d: x.max(d, keepdim=True),
+    "sum_list": lambda x, d: x.sum([0, d]),
+    "dist": lambda x, d: x.unfold(d, 1, 1),
+    "select_scatter": lambda x, d: torch.select_scatter(x, x[0], d, 0),
+    "slice_scatter": lambda x, d: torch.slice_scatter(x, x, d),
+    "index_reduce": lambda x, d: x.index_reduce(d, L2(1), x[:1], "prod"),
+    "masked_softmax": lambda x, d: torch.ops.aten._masked_softmax(x, x > 0, d, 2),
+}
+
+
+@pytest.mark.parametrize("dim", [2, -3])
+@pytest.mark.parametrize("op", DIM_OPS, ids=list(DIM_OPS))
+def test_a_dim_out_of_range_raises_eagers_error(op, dim):
+    """sort, select_scatter, slice_scatter and index_reduce took such dims (the meta kernels do
+    not check them) and computed along a wrapped dim."""
+    with pytest.raises(Exception) as eager:
+        DIM_OPS[op](X2, dim)
+    with torch.device(D), pytest.raises(type(eager.value)) as got:
+        DIM_OPS[op](X2.to(D), dim)
+        lazyxla.sync()
+    assert str(got.value).splitlines()[0] == str(eager.value).splitlines()[0]
