@@ -201,3 +201,21 @@ def _sizes(size, *args, **kwargs):
 
 
 check(*_ops("randn", "rand"))(_sizes)
+
+
+@check(*_ops("zeros"))
+def _zeros(size, *args, **kwargs):
+    if any(n < 0 for n in size):
+        _fail("zeros: Dimension size must be non-negative.")
+
+
+@check(aten.repeat.default)
+def _repeat(x, repeats):
+    # eager multiplies the sizes out first and names the first negative result (a negative
+    # repeat of an empty dim it accepts; PyTorch's meta kernel, and so lazyxla, does not)
+    if len(repeats) >= x.dim():
+        sizes = [1] * (len(repeats) - x.dim()) + list(x.shape)
+        target = [s * r for s, r in zip(sizes, repeats)]
+        for n in target:
+            if n < 0:
+                _fail(f"Trying to create tensor with negative dimension {n}: {target}")
