@@ -48,9 +48,22 @@ def _run_meta(op, args, kwargs):
     except RuntimeError as e:
         if str(e).startswith(_REF_BROADCAST_ERRORS):  # (PyTorch's Python meta kernels' words)
             _raise_broadcast_error(op, args, kwargs)
-        if "torch.Size([" in str(e):  # eager's C++ prints sizes as [2, 3]
-            raise type(e)(re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", str(e))) from None
+        message = _eager_names(str(e))
+        if message != str(e):
+            raise type(e)(message) from None
         raise
+
+
+_LEGACY_TYPES = frozenset({"Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char",
+                           "Byte"})
+
+
+def _eager_names(message: str) -> str:
+    """Sizes and tensor types in a meta kernel's message as eager's CPU kernel prints them:
+    [2, 3] (not torch.Size([2, 3])), torch.FloatTensor (not MetaFloatType)."""
+    message = re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", message)
+    return re.sub(r"\bMeta(\w+?)Type\{", lambda m: (f"torch.{m[1]}Tensor{{" if m[1] in _LEGACY_TYPES
+                                                    else f"CPU{m[1]}Type{{"), message)
 
 
 _REF_BROADCAST_ERRORS = ("Attempting to broadcast a dimension of length",

@@ -116,6 +116,8 @@ SHAPES = {  # the meta kernels' own words before (lazyxla/lowering/shape_checks.
     "masked_scatter, dtypes": lambda: r(4).masked_scatter(r(4) > 0, r(4, dtype=L)),
     "mean of integers": lambda: r(2, 3, dtype=L).mean(),
     "randn, negative size": lambda: torch.randn(2, -3),
+    "expand to fewer dims": lambda: r(2, 3).expand(3),
+    "expand bool to fewer dims": lambda: r(2, 3, dtype=torch.bool).expand(3),
     "zeros, negative size": lambda: torch.zeros(2, -3),
     "repeat, negative": lambda: r(2, 3).repeat(2, -1),
     "tile, negative": lambda: r(3).tile(-1),
