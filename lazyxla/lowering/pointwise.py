@@ -14,6 +14,7 @@ Conventions here and in arithmetic.py, to match eager CPU PyTorch:
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.scipy.special  # noqa: F401
@@ -455,6 +456,20 @@ def clamp_max(x, max, _meta):
 def where(cond, x, y, _meta):
     x, y = cast(out_dtype(_meta), x, y)
     return jnp.where(cond.astype(bool), x, y)
+
+
+def _where_meta(cond, x, y):
+    """Eager takes a uint8 condition (deprecated: it warns and reads nonzero as True); PyTorch's
+    meta kernel refuses one ("expected predicate to be bool")."""
+    if cond.dtype == torch.uint8:
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and "
+                      "will be removed in a future version of PyTorch. Use a boolean condition "
+                      "instead.")
+        cond = torch.empty(cond.shape, dtype=torch.bool, device="meta")
+    return aten.where.self(cond, x, y)
+
+
+meta.META_KERNELS[aten.where.self] = _where_meta
 
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, meta=True)

@@ -508,3 +508,14 @@ def test_round_to_decimals_is_bitwise_eagers(dtype):
         expected, actual = torch.round(x, decimals=decimals), torch.round(x.to(d), decimals=decimals).cpu()
         assert torch.equal(expected.isnan(), actual.isnan()), decimals
         assert torch.equal(expected.nan_to_num(0.0), actual.nan_to_num(0.0)), decimals
+
+
+def test_where_takes_a_uint8_condition_as_eager_does():
+    """Eager reads a uint8 condition's nonzero elements as True (deprecated, with a warning);
+    PyTorch's meta kernel refused it ("expected predicate to be bool")."""
+    cond = torch.tensor([0, 1, 2, 0], dtype=torch.uint8)
+    a, b = torch.arange(4.0), -torch.arange(4.0)
+    D = lazyxla.device()
+    with pytest.warns(UserWarning, match="uint8 condition"):
+        got = torch.where(cond.to(D), a.to(D), b.to(D)).cpu()
+    torch.testing.assert_close(got, torch.where(cond, a, b))
