@@ -97,6 +97,17 @@ def cpp_type_name(dtype: torch.dtype) -> str:
             torch.complex128: "c10::complex<double>"}.get(dtype, str(dtype))
 
 
+# the scalar types that have a legacy tensor class (torch.FloatTensor): eager's CPU kernels name a
+# tensor's type by it; the others as CPUBoolType
+LEGACY_TENSOR_TYPES = frozenset({"Float", "Double", "Half", "BFloat16", "Long", "Int", "Short",
+                                 "Char", "Byte"})
+
+
+def tensor_type_name(name: str) -> str:
+    """The name eager's messages give a CPU tensor of scalar type `name` (type_name's Float)."""
+    return f"torch.{name}Tensor" if name in LEGACY_TENSOR_TYPES else f"CPU{name}Type"
+
+
 def torch_dtype(dtype) -> torch.dtype:
     return _NP_TO_TORCH[np.dtype(dtype)]
 

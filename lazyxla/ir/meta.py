@@ -11,6 +11,8 @@ import warnings
 
 import torch
 
+from lazyxla.jaxenv import tensor_type_name
+
 _CACHE: dict = {}
 _IDS = itertools.count()  # signature ids: never reused, even if the cache were ever cleared
 
@@ -54,16 +56,11 @@ def _run_meta(op, args, kwargs):
         raise
 
 
-_LEGACY_TYPES = frozenset({"Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char",
-                           "Byte"})
-
-
 def _eager_names(message: str) -> str:
     """Sizes and tensor types in a meta kernel's message as eager's CPU kernel prints them:
     [2, 3] (not torch.Size([2, 3])), torch.FloatTensor (not MetaFloatType)."""
     message = re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", message)
-    return re.sub(r"\bMeta(\w+?)Type\{", lambda m: (f"torch.{m[1]}Tensor{{" if m[1] in _LEGACY_TYPES
-                                                    else f"CPU{m[1]}Type{{"), message)
+    return re.sub(r"\bMeta(\w+?)Type\{", lambda m: tensor_type_name(m[1]) + "{", message)
 
 
 _REF_BROADCAST_ERRORS = ("Attempting to broadcast a dimension of length",

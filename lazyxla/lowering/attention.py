@@ -24,14 +24,14 @@ import torch
 
 from lazyxla.ir.meta import META_KERNELS
 from lazyxla.jaxenv import type_name
+from .checks import _require
 from .registry import aten, register
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
 def _require_float(dtype, kernel):
-    if dtype not in _FLOATS:
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{type_name(dtype)}\'')
+    _require(dtype, kernel, lambda d: d in _FLOATS)
 
 
 def _wrap_dim(dim, ndim):

@@ -60,6 +60,10 @@ def _softmax(x, dim, half_to_float=False):
     _floating(x, "softmax")
 
 
+def fail(message, error=RuntimeError):
+    raise error(message)
+
+
 def _inexact(dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
@@ -74,7 +78,7 @@ def _floating(x, kernel):
     _require(x.dtype, kernel)
 
 
-def _ops(*names):
+def ops_named(*names):
     """Every overload of the named aten ops."""
     return [getattr(getattr(aten, n), o) for n in names for o in getattr(aten, n).overloads()]
 
@@ -86,12 +90,12 @@ def _std_var(name):
     return fn
 
 
-check(*_ops("var", "std"))(_std_var("std and var"))
-check(*_ops("var_mean"))(_std_var("var_mean"))
-check(*_ops("std_mean"))(_std_var("std_mean"))
+check(*ops_named("var", "std"))(_std_var("std and var"))
+check(*ops_named("var_mean"))(_std_var("var_mean"))
+check(*ops_named("std_mean"))(_std_var("std_mean"))
 
 
-@check(*_ops("lerp"))
+@check(*ops_named("lerp"))
 def _lerp(x, *args, **kwargs):
     # (tensors of other dtypes: eager says so first; the dtype probe raises its words)
     if all(t.dtype == x.dtype for t in args if isinstance(t, torch.Tensor)):
@@ -107,8 +111,8 @@ def _random_floating(kernel):
     return fn
 
 
-check(*_ops("normal", "normal_functional", "randn", "randn_like"))(_random_floating("normal_kernel_cpu"))
-check(*_ops("uniform", "rand", "rand_like"))(_random_floating("check_uniform_bounds"))
+check(*ops_named("normal", "normal_functional", "randn", "randn_like"))(_random_floating("normal_kernel_cpu"))
+check(*ops_named("uniform", "rand", "rand_like"))(_random_floating("check_uniform_bounds"))
 
 
 def _random_dtypes(kernel, allowed):
@@ -129,8 +133,8 @@ def _real_number(dtype) -> bool:  # integers and floating types: no bool, no com
     return dtype is not torch.bool and not dtype.is_complex
 
 
-check(*_ops("log_normal", "log_normal_"))(_random_dtypes("log_normal_cpu", _floating_only))
-check(*_ops("geometric", "geometric_"))(_random_dtypes("geometric_cpu", _real_number))
+check(*ops_named("log_normal", "log_normal_"))(_random_dtypes("log_normal_cpu", _floating_only))
+check(*ops_named("geometric", "geometric_"))(_random_dtypes("geometric_cpu", _real_number))
 
 
 # bernoulli: self is never complex; probabilities (a tensor p, or self itself) are floating
@@ -146,7 +150,7 @@ def _bernoulli(x, p=None, generator=None):
 check(aten.random.default)(_random_dtypes("random_kernel_cpu", _real))
 
 
-@check(*_ops("randperm"))
+@check(*ops_named("randperm"))
 def _randperm(n, *args, dtype=None, **kwargs):
     if dtype is not None:
         _require(dtype, "randperm", _real_number)
@@ -278,8 +282,8 @@ def _dim_third(x, src, dim, *args, **kwargs):
 # dims that eager wraps (raising its IndexError) and PyTorch's meta kernels take unchecked: the
 # program sorted or scattered along a wrapped dim
 check(aten.sort.default, aten.sort.stable, aten.sort.values, aten.sort.values_stable)(_sort_dim)
-check(*_ops("index_reduce", "index_reduce_", "index_fill", "index_fill_"))(_dim_second)
-check(*_ops("select_scatter", "slice_scatter"))(_dim_third)
+check(*ops_named("index_reduce", "index_reduce_", "index_fill", "index_fill_"))(_dim_second)
+check(*ops_named("select_scatter", "slice_scatter"))(_dim_third)
 
 
 @check(aten.index_select.default)
@@ -327,7 +331,7 @@ for _op, _sizes in ((aten.randint.default, 1), (aten.randint.generator, 1), (ate
     check(_op)(_eager_scalar_checks(_op, sizes=_sizes))
 
 
-@check(*_ops("index_fill", "index_fill_"))
+@check(*ops_named("index_fill", "index_fill_"))
 def _index_fill(x, dim, index, value, **kwargs):
     if index.dtype != torch.int64:
         raise IndexError("index_fill_(): Expected dtype int64 for index.")
@@ -432,7 +436,7 @@ for _op in (aten.linspace.default, aten.logspace.default):
     check(_op)(_range_ends(_op))
 
 
-@check(*_ops("heaviside"))
+@check(*ops_named("heaviside"))
 def _heaviside(x, values, *args, **kwargs):
     if x.dtype != values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
@@ -465,11 +469,11 @@ def _same_dtype_source(name):
     return fn
 
 
-check(*_ops("index_add", "index_add_"))(_same_dtype_source("index_add_"))
-check(*_ops("index_reduce", "index_reduce_"))(_same_dtype_source("index_reduce_"))
+check(*ops_named("index_add", "index_add_"))(_same_dtype_source("index_add_"))
+check(*ops_named("index_reduce", "index_reduce_"))(_same_dtype_source("index_reduce_"))
 
 
-@check(*_ops("index_copy", "index_copy_"))
+@check(*ops_named("index_copy", "index_copy_"))
 def _index_copy_dtypes(x, dim, index, source):
     _long_index("index_copy_", index)
     if x.dtype != source.dtype:
@@ -477,7 +481,7 @@ def _index_copy_dtypes(x, dim, index, source):
                            f"got (self) {type_name(x.dtype)} and (source) {type_name(source.dtype)}")
 
 
-@check(*_ops("put", "put_"))
+@check(*ops_named("put", "put_"))
 def _put_dtypes(x, index, source, accumulate=False):
     _long_index("put_", index)
     if x.dtype != source.dtype:

@@ -8,18 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from lazyxla.jaxenv import cpp_type_name, type_name
-from .checks import _dim_in_range, check
+from lazyxla.jaxenv import cpp_type_name, tensor_type_name, type_name
+from .checks import _dim_in_range, check, fail, ops_named
 
 aten = torch.ops.aten
-
-
-def _fail(message, error=RuntimeError):
-    raise error(message)
-
-
-def _ops(*names):
-    return [getattr(getattr(aten, n), o) for n in names for o in getattr(aten, n).overloads()]
 
 
 def _wrap(x, dim):
@@ -38,91 +30,80 @@ def _cat(tensors, dim=0):
     d = _wrap(ref, dim)
     for i, t in kept[1:]:
         if t.dim() != ref.dim():
-            _fail(f"Tensors must have same number of dimensions: got {ref.dim()} and {t.dim()}")
+            fail(f"Tensors must have same number of dimensions: got {ref.dim()} and {t.dim()}")
         for k in range(ref.dim()):
             if k != d and t.shape[k] != ref.shape[k]:
-                _fail(f"Sizes of tensors must match except in dimension {d}. Expected size "
-                      f"{ref.shape[k]} but got size {t.shape[k]} for tensor number {i} in the list.")
+                fail(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                     f"{ref.shape[k]} but got size {t.shape[k]} for tensor number {i} in the list.")
 
 
 @check(aten.stack.default)
 def _stack(tensors, dim=0):
     for i, t in enumerate(tensors[1:], 1):
         if t.shape != tensors[0].shape:
-            _fail(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
-                  f"entry 0 and {list(t.shape)} at entry {i}")
+            fail(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
+                 f"entry 0 and {list(t.shape)} at entry {i}")
 
 
 @check(aten.native_layer_norm.default)
 def _layer_norm(x, normalized_shape, weight, bias, eps):
     shape = list(normalized_shape)
     if not shape:
-        _fail("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
-              "element, but got normalized_shape = []")
+        fail("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+             "element, but got normalized_shape = []")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and list(t.shape) != shape:
-            _fail(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
-                  f"{list(t.shape)} and normalized_shape = {shape}")
+            fail(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                 f"{list(t.shape)} and normalized_shape = {shape}")
     if x.dim() < len(shape) or list(x.shape[x.dim() - len(shape):]) != shape:
-        _fail(f"Given normalized_shape={shape}, expected input with shape "
-              f"[*{''.join(f', {n}' for n in shape)}], but got input of size{list(x.shape)}")
-
-
-# eager names a CPU tensor's type by its legacy class where it has one (torch.FloatTensor)
-_LEGACY = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
-           torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int",
-           torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte"}
-
-
-def _tensor_type(dtype):
-    legacy = _LEGACY.get(dtype)
-    return f"torch.{legacy}Tensor" if legacy else f"CPU{type_name(dtype)}Type"
+        fail(f"Given normalized_shape={shape}, expected input with shape "
+             f"[*{''.join(f', {n}' for n in shape)}], but got input of size{list(x.shape)}")
 
 
 @check(aten.embedding.default)
 def _embedding(weight, indices, *args, **kwargs):
     if weight.dim() != 2:
-        _fail("'weight' must be 2-D")
+        fail("'weight' must be 2-D")
     if indices.dtype not in (torch.int64, torch.int32):
-        _fail("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-              f"Long, Int; but got {_tensor_type(indices.dtype)} instead (while checking arguments "
-              "for embedding)")
+        got = tensor_type_name(type_name(indices.dtype))
+        fail("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+             f"Long, Int; but got {got} instead (while checking arguments for embedding)")
 
 
-@check(*_ops("where"))
+@check(*ops_named("where"))
 def _where(condition, *args, **kwargs):
     if isinstance(condition, torch.Tensor) and condition.dtype not in (torch.bool, torch.uint8):
-        _fail(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
-              f"{type_name(condition.dtype)}")
+        fail(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+             f"{type_name(condition.dtype)}")
 
 
-@check(*_ops("masked_fill", "masked_fill_"))
+@check(*ops_named("masked_fill", "masked_fill_"))
 def _masked_fill(x, mask, value):
     if mask.dtype != torch.bool:
-        _fail(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-              f"{cpp_type_name(mask.dtype)}")
+        fail(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+             f"{cpp_type_name(mask.dtype)}")
 
 
-@check(*_ops("topk"))
+@check(*ops_named("topk"))
 def _topk(x, k, dim=-1, *args, **kwargs):
     d = _wrap(x, dim)
     if not 0 <= k <= (x.shape[d] if x.dim() else 1):
-        _fail("selected index k out of range")
+        fail("selected index k out of range")
 
 
 @check(aten.trace.default)
 def _trace(x):
     if x.dim() != 2:
-        _fail(f"trace: expected a matrix, but got tensor with dim {x.dim()}")
+        fail(f"trace: expected a matrix, but got tensor with dim {x.dim()}")
 
 
 def _square(name):
     def fn(a, *args, **kwargs):
         if a.dim() < 2:
-            _fail(f"{name}: The input tensor A must have at least 2 dimensions.")
+            fail(f"{name}: The input tensor A must have at least 2 dimensions.")
         if a.shape[-1] != a.shape[-2]:
-            _fail(f"{name}: A must be batches of square matrices, but they are {a.shape[-2]} by "
-                  f"{a.shape[-1]} matrices")
+            fail(f"{name}: A must be batches of square matrices, but they are {a.shape[-2]} by "
+                 f"{a.shape[-1]} matrices")
     return fn
 
 
@@ -133,7 +114,7 @@ check(aten._linalg_det.default)(_square("linalg.det"))
 @check(aten.roll.default)
 def _roll(x, shifts, dims=()):
     if len(shifts) != len(dims) and not (len(dims) == 0 and len(shifts) == 1):
-        _fail(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+        fail(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
 
 
 @check(aten.flip.default)
@@ -142,15 +123,15 @@ def _flip(x, dims):
     for d in dims:
         wrapped = _wrap(x, d)
         if wrapped in seen:
-            _fail(f"dim {wrapped} appears multiple times in the list of dims")
+            fail(f"dim {wrapped} appears multiple times in the list of dims")
         seen.add(wrapped)
 
 
 @check(aten.grid_sampler_2d.default, aten.grid_sampler_3d.default)
 def _grid_sampler(x, grid, *args, **kwargs):
     if x.dim() == grid.dim() and grid.shape[-1] != x.dim() - 2:
-        _fail(f"grid_sampler(): expected grid to have size {x.dim() - 2} in last dimension, but got "
-              f"grid with sizes {list(grid.shape)}")
+        fail(f"grid_sampler(): expected grid to have size {x.dim() - 2} in last dimension, but got "
+             f"grid with sizes {list(grid.shape)}")
 
 
 def _plain_index(x, index, source) -> bool:
@@ -158,55 +139,55 @@ def _plain_index(x, index, source) -> bool:
     return index.dim() <= 1 and index.dtype in (torch.int64, torch.int32) and x.dtype == source.dtype
 
 
-@check(*_ops("index_add", "index_add_"))
+@check(*ops_named("index_add", "index_add_"))
 def _index_add(x, dim, index, source, **kwargs):
     d = _wrap(x, dim)
     if not _plain_index(x, index, source):
         return  # (eager's earlier checks: the meta kernel's words are theirs)
     length = source.shape[d] if source.dim() else 1
     if index.numel() != length:
-        _fail(f"index_add_(): Number of indices ({index.numel()}) should be equal to "
-              f"source.size(dim): ({length}), for dim: {d}")
+        fail(f"index_add_(): Number of indices ({index.numel()}) should be equal to "
+             f"source.size(dim): ({length}), for dim: {d}")
 
 
-@check(*_ops("index_copy", "index_copy_"))
+@check(*ops_named("index_copy", "index_copy_"))
 def _index_copy(x, dim, index, source):
     d = _wrap(x, dim)
     if not _plain_index(x, index, source) or source.dim() != x.dim():
         return
     length = source.shape[d] if source.dim() else 1
     if index.numel() != length:
-        _fail(f"index_copy_(): Number of indices ({index.numel()}) should be equal to "
-              f"source.size(dim) ({length})", IndexError)
+        fail(f"index_copy_(): Number of indices ({index.numel()}) should be equal to "
+             f"source.size(dim) ({length})", IndexError)
 
 
-@check(*_ops("masked_scatter", "masked_scatter_"))
+@check(*ops_named("masked_scatter", "masked_scatter_"))
 def _masked_scatter(x, mask, source):
     if x.dtype != source.dtype:  # (eager's missing space)
-        _fail(f"masked_scatter: expected self and source to have same dtypes but got"
-              f"{type_name(x.dtype)} and {type_name(source.dtype)}")
+        fail(f"masked_scatter: expected self and source to have same dtypes but got"
+             f"{type_name(x.dtype)} and {type_name(source.dtype)}")
 
 
 @check(aten.mean.default, aten.mean.dim)
 def _mean(x, *args, dtype=None, **kwargs):
     if dtype is None and not (x.dtype.is_floating_point or x.dtype.is_complex):
-        _fail("mean(): could not infer output dtype. Input dtype must be either a floating point or "
-              f"complex dtype. Got: {type_name(x.dtype)}")
+        fail("mean(): could not infer output dtype. Input dtype must be either a floating point or "
+             f"complex dtype. Got: {type_name(x.dtype)}")
 
 
 def _sizes(size, *args, **kwargs):
     for n in size:
         if n < 0:
-            _fail(f"Trying to create tensor with negative dimension {n}: {list(size)}")
+            fail(f"Trying to create tensor with negative dimension {n}: {list(size)}")
 
 
-check(*_ops("randn", "rand"))(_sizes)
+check(*ops_named("randn", "rand"))(_sizes)
 
 
-@check(*_ops("zeros"))
+@check(*ops_named("zeros"))
 def _zeros(size, *args, **kwargs):
     if any(n < 0 for n in size):
-        _fail("zeros: Dimension size must be non-negative.")
+        fail("zeros: Dimension size must be non-negative.")
 
 
 @check(aten.repeat.default)
@@ -218,4 +199,4 @@ def _repeat(x, repeats):
         target = [s * r for s, r in zip(sizes, repeats)]
         for n in target:
             if n < 0:
-                _fail(f"Trying to create tensor with negative dimension {n}: {target}")
+                fail(f"Trying to create tensor with negative dimension {n}: {target}")
