@@ -24,7 +24,7 @@ import torch
 
 from lazyxla.ir.meta import META_KERNELS
 from lazyxla.jaxenv import type_name
-from .checks import _require
+from .checks import _dim_in_range, _require
 from .registry import aten, register
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -34,12 +34,9 @@ def _require_float(dtype, kernel):
     _require(dtype, kernel, lambda d: d in _FLOATS)
 
 
-def _wrap_dim(dim, ndim):
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
-    return dim % n
+def _dim(dim, ndim):
+    """The softmax dim, None for the last (the meta kernels have checked its range)."""
+    return (ndim - 1 if dim is None else dim) % max(ndim, 1)
 
 
 def _mask_layout(x_shape, mask_shape, mask_type):
@@ -66,7 +63,7 @@ def _masked_softmax_meta(x, mask, dim=None, mask_type=None):
     if mask.dtype != torch.bool:
         raise RuntimeError("Mask should be a boolean tensor")
     _mask_layout(x.shape, mask.shape, mask_type)
-    _wrap_dim(x.dim() - 1 if dim is None else dim, x.dim())
+    _dim_in_range(x, x.dim() - 1 if dim is None else dim)
     _require_float(x.dtype, "masked_softmax")
     if mask_type is None:
         raise RuntimeError("Mask Type should be defined")
@@ -81,7 +78,7 @@ def _masked_softmax_backward_meta(grad, output, mask, dim=None):
         raise RuntimeError("Mask shape should match grad shape")
     if mask.dtype != torch.bool:
         raise RuntimeError("Mask should be a boolean tensor")
-    _wrap_dim(output.dim() - 1 if dim is None else dim, grad.dim())
+    _dim_in_range(grad, output.dim() - 1 if dim is None else dim)
     _require_float(grad.dtype, "masked_softmax_backward")
     if output.shape != grad.shape or output.dtype != grad.dtype:  # (eager reads it as grad's)
         raise RuntimeError(f"expected the output of _masked_softmax, of grad's shape "
@@ -92,7 +89,7 @@ def _masked_softmax_backward_meta(grad, output, mask, dim=None):
 
 def _transform_bias_rescale_qkv_meta(qkv, qkv_bias, num_head):
     if qkv.dim() < 3:
-        _wrap_dim(2, qkv.dim())  # eager's IndexError (it reads qkv.size(2))
+        _dim_in_range(qkv, 2)  # eager's IndexError (it reads qkv.size(2))
     if qkv.dim() > 3:
         raise RuntimeError(f"_transform_bias_rescale_qkv: expected a 3-D `qkv` (B, T, 3 * D), "
                            f"got {qkv.dim()}-D")
@@ -129,7 +126,7 @@ def _acc(dtype):
 def masked_softmax(x, mask, dim=None, mask_type=None):
     layout = _mask_layout(x.shape, mask.shape, mask_type)
     keep = ~jnp.broadcast_to(mask.reshape(layout), x.shape)
-    d, shape = _wrap_dim(x.ndim - 1 if dim is None else dim, x.ndim), x.shape
+    d, shape = _dim(dim, x.ndim), x.shape
     if x.ndim == 0:
         x, keep = x.reshape(1), keep.reshape(1)
     # as eager's kernel: the exponentials in x's dtype, their sum and its reciprocal in the
@@ -143,7 +140,7 @@ def masked_softmax(x, mask, dim=None, mask_type=None):
 
 @register(aten._masked_softmax_backward.default)
 def masked_softmax_backward(grad, output, mask, dim=None):
-    d = _wrap_dim(output.ndim - 1 if dim is None else dim, grad.ndim)
+    d = _dim(output.ndim - 1 if dim is None else dim, grad.ndim)
     shape = grad.shape
     if grad.ndim == 0:
         grad, output, mask, d = grad.reshape(1), output.reshape(1), mask.reshape(1), 0
