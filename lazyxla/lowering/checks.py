@@ -196,13 +196,6 @@ def _index_put(x, indices, values, accumulate=False):
                            "for the source.")
 
 
-@check(aten.cat.default)
-def _cat(tensors, dim=0):
-    for i, t in enumerate(tensors):
-        if t.dim() == 0:
-            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
-
-
 def _t(name):
     def fn(x):
         if x.dim() > 2:

@@ -22,6 +22,9 @@ def _wrap(x, dim):
 
 @check(aten.cat.default)
 def _cat(tensors, dim=0):
+    for i, t in enumerate(tensors):
+        if t.dim() == 0:
+            fail(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     # eager skips legacy empty tensors (1-d, no elements) and compares the rest with the first
     kept = [(i, t) for i, t in enumerate(tensors) if not (t.dim() == 1 and t.numel() == 0)]
     if not kept:
