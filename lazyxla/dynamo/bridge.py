@@ -142,6 +142,11 @@ def _print_debug(gm, name, graph):
     print(f"[lazyxla dynamo] {name}: IR\n{graph.spec.text()}")
 
 
+# A graph that changes shape on every call (a generation loop's growing cache) would log a line
+# per call: the first few are warnings, the rest debug messages (the report keeps every cause).
+_RETRACES_LOGGED = 3
+
+
 class Bridge:
     """The callable that replaces one FX graph: a dict from the non-tensor-argument tuple to the
     extracted program. A miss re-extracts (one warm-up compile) and logs why."""
@@ -150,6 +155,7 @@ class Bridge:
         self.gm, self.name = gm, name
         self.programs: dict = {}
         self.last_key = None
+        self.retraces = 0
         # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
         # a partition of a dynamic graph may see a new length only through a tensor's shape.
         self.shape_positions = _symbolic_inputs(gm)
@@ -178,7 +184,15 @@ class Bridge:
             cause = cause or _describe_change(self.last_key, key)
             metrics.counter_inc("DynamoRetrace")
             metrics.record_event("retrace", graph=self.name, cause=cause)
-            log.warning("lazyxla: re-extracting %s: %s", self.name, cause)
+            self.retraces += 1
+            if self.retraces <= _RETRACES_LOGGED:
+                log.warning("lazyxla: re-extracting %s: %s", self.name, cause)
+                if self.retraces == _RETRACES_LOGGED:
+                    log.warning("lazyxla: %s was re-extracted %d times; later re-extractions "
+                                "are logged at DEBUG level and counted (DynamoRetrace); "
+                                "lazyxla.report() lists the latest causes", self.name, _RETRACES_LOGGED)
+            else:
+                log.debug("lazyxla: re-extracting %s: %s", self.name, cause)
         entry = self.programs[key] = extract(self.gm, args, self.name, self.attrs)
         return entry
 

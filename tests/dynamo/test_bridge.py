@@ -492,6 +492,20 @@ def test_retrace_logs_its_cause(caplog, fresh_metrics):
             cf(x, 7)
 
 
+def test_a_graph_retraced_on_every_call_warns_three_times_then_logs_at_debug(caplog, fresh_metrics):
+    cf = torch.compile(lambda x: x * 2, backend="lazyxla", dynamic=True)
+    with caplog.at_level(logging.DEBUG, logger="lazyxla.dynamo"):
+        for n in range(2, 9):  # a new length per call: 6 re-extractions after the first
+            torch.testing.assert_close(cf(torch.ones(n).to(D)).cpu(), torch.full((n,), 2.0))
+    retraces = [r for r in caplog.records if "re-extracting" in r.getMessage()]
+    assert [r.levelno for r in retraces] == [logging.WARNING] * 3 + [logging.DEBUG] * 3
+    assert "7 -> 8" in retraces[-1].getMessage()
+    notice = [r for r in caplog.records if "re-extracted 3 times" in r.getMessage()]
+    assert len(notice) == 1 and notice[0].levelno == logging.WARNING
+    assert metrics.counter_value("DynamoRetrace") == 6
+    assert len(metrics.events("retrace")) == 6
+
+
 def test_debug_flag_prints_graph(monkeypatch, capsys):
     monkeypatch.setenv("LAZYXLA_DYNAMO_DEBUG", "1")
     cf = torch.compile(lambda x: x.exp() + 1, backend="lazyxla")
