@@ -83,7 +83,7 @@ SEGMENT_NEGATIVE, SEGMENT_SUM, LU_PIVOTS = "segment_negative", "segment_sum", "l
 INDEX_BOUNDS, TARGET_RANGE, SORTER_RANGE = "index_bounds", "target_range", "sorter_range"
 BAG_INDEX, BAG_OFFSETS, CTC_LENGTHS = "bag_index", "bag_offsets", "ctc_lengths"
 UNPOOL_INDEX, COMPLEX_VALUE, MASK_VALUES = "unpool_index", "complex_value", "mask_values"
-HISTC_RANGE = "histc_range"
+HISTC_RANGE, POISSON_RATE = "histc_range", "poisson_rate"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
     INDEX_BOUNDS: (RuntimeError, "index out of bounds in {ops}", "IndexOutOfRange"),
@@ -110,6 +110,8 @@ CHECK_ERRORS = {
                                     "(in {ops})", "InvalidDistribution"),
     NORMAL_STD: (RuntimeError, "normal expects all elements of std >= 0.0 (in {ops})",
                  "InvalidDistribution"),
+    POISSON_RATE: (RuntimeError, "invalid Poisson rate, expected rate to be non-negative (a "
+                                 "negative or NaN rate, in {ops})", "InvalidDistribution"),
     BCE_INPUT: (RuntimeError, "all elements of input should be between 0 and 1 (in {ops})",
                 "InvalidInput"),
     MASKED_SCATTER_SOURCE: (RuntimeError, "Number of elements of source < number of ones in mask "

@@ -1,0 +1,82 @@
+"""Samplers of the gamma family, which torch.distributions' Gamma, Beta, Dirichlet, Chi2 and
+Poisson draw from: `_standard_gamma` (and the gradient of its sample, for rsample),
+`_sample_dirichlet` and `poisson`. Values differ from CPU's generator (JAX draws them);
+distributions, shapes, dtypes and eager's edge values match."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+import torch
+
+from lazyxla.ir.meta import META_KERNELS
+from lazyxla.jaxenv import type_name
+from .checks import _require, check, fail
+from .random import _float_dtype
+from .registry import POISSON_RATE, aten, check_values, register
+
+
+def _floating_only(kernel):
+    def fn(x, *args, **kwargs):
+        _require(x.dtype, kernel, allowed=lambda d: d.is_floating_point)
+    return fn
+
+
+# eager's CPU kernels lack Half and BFloat16 for gamma and dirichlet; lazyxla computes them
+check(aten._standard_gamma.default)(_floating_only("gamma_cpu"))
+check(aten._sample_dirichlet.default)(_floating_only("dirichlet"))
+check(aten.poisson.default)(_floating_only("poisson_cpu"))
+
+
+@check(aten._standard_gamma_grad.default)
+def _standard_gamma_grad_check(alpha, sample):
+    _require(alpha.dtype, "_standard_gamma_grad_cpu", allowed=lambda d: d.is_floating_point)
+    if sample.dtype != alpha.dtype:
+        fail(f"Found dtype {type_name(sample.dtype)} but expected {type_name(alpha.dtype)}")
+
+
+# PyTorch has no meta kernels for these two: eager's shapes and dtypes
+META_KERNELS[aten._sample_dirichlet.default] = lambda alpha, generator=None: torch.empty_like(alpha)
+META_KERNELS[aten._standard_gamma_grad.default] = lambda alpha, sample: torch.empty(
+    torch.broadcast_shapes(alpha.shape, sample.shape), dtype=alpha.dtype, device="meta")
+
+
+def _gamma(key, alpha):
+    """Gamma(alpha, 1) in at least float32. Eager returns its dtype's smallest normal number where
+    alpha is not positive (or NaN) and where a draw underflows, so a sample is never 0."""
+    fd = _float_dtype(alpha.dtype)
+    a = alpha.astype(fd)
+    valid = a > 0
+    g = jax.random.gamma(key, jnp.where(valid, a, 1), a.shape, fd)
+    g = jnp.where(a == jnp.inf, jnp.inf, jnp.where(valid, g, 0))
+    return jnp.maximum(g, jnp.finfo(alpha.dtype).tiny)
+
+
+@register(aten._standard_gamma.default, random=True)
+def standard_gamma(alpha, generator=None, _key=None):
+    return _gamma(_key, alpha)
+
+
+@register(aten._standard_gamma_grad.default)
+def standard_gamma_grad(alpha, sample):
+    """d sample / d alpha at a fixed uniform draw (the implicit reparameterization rsample uses)."""
+    fd = _float_dtype(alpha.dtype)
+    a, x = jnp.broadcast_arrays(alpha.astype(fd), sample.astype(fd))  # a lax op: no broadcasting
+    return jax.lax.random_gamma_grad(a, x)
+
+
+@register(aten._sample_dirichlet.default, random=True)
+def sample_dirichlet(alpha, generator=None, _key=None):
+    """Normalized gamma draws along the last dim, as eager's: each at least the smallest normal
+    number."""
+    g = _gamma(_key, alpha)
+    total = jnp.sum(g, axis=-1, keepdims=True) if alpha.ndim else g
+    return jnp.maximum(g / total, jnp.finfo(alpha.dtype).tiny)
+
+
+@register(aten.poisson.default, random=True)
+def poisson(rate, generator=None, _key=None):
+    fd = _float_dtype(rate.dtype)
+    lam = rate.astype(fd)
+    check_values(~(lam >= 0), POISSON_RATE)
+    return jax.random.poisson(_key, jnp.where(lam >= 0, lam, 0), lam.shape, jnp.int64).astype(fd)
