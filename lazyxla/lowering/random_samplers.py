@@ -1,6 +1,6 @@
-"""Samplers of the gamma family, which torch.distributions' Gamma, Beta, Dirichlet, Chi2 and
-Poisson draw from: `_standard_gamma` (and the gradient of its sample, for rsample),
-`_sample_dirichlet` and `poisson`. Values differ from CPU's generator (JAX draws them);
+"""Samplers of the gamma family, which torch.distributions' Gamma, Beta, Dirichlet, Chi2, Poisson
+and Binomial draw from: `_standard_gamma` (and the gradient of its sample, for rsample),
+`_sample_dirichlet`, `poisson` and `binomial`. Values differ from CPU's generator (JAX draws them);
 distributions, shapes, dtypes and eager's edge values match."""
 from __future__ import annotations
 
@@ -35,8 +35,20 @@ def _standard_gamma_grad_check(alpha, sample):
         fail(f"Found dtype {type_name(sample.dtype)} but expected {type_name(alpha.dtype)}")
 
 
-# PyTorch has no meta kernels for these two: eager's shapes and dtypes
+@check(aten.binomial.default)
+def _binomial_check(count, prob, generator=None):
+    for name, t in (("count", count), ("prob", prob)):
+        if not t.dtype.is_floating_point:
+            fail(f"binomial only supports floating-point dtypes for {name}, got: "
+                 f"{type_name(t.dtype)}", ValueError)
+    if prob.dtype != count.dtype:
+        fail(f"Found dtype {type_name(prob.dtype)} but expected {type_name(count.dtype)}")
+
+
+# PyTorch has no meta kernels for these three: eager's shapes and dtypes
 META_KERNELS[aten._sample_dirichlet.default] = lambda alpha, generator=None: torch.empty_like(alpha)
+META_KERNELS[aten.binomial.default] = lambda count, prob, generator=None: torch.empty(
+    torch.broadcast_shapes(count.shape, prob.shape), dtype=count.dtype, device="meta")
 META_KERNELS[aten._standard_gamma_grad.default] = lambda alpha, sample: torch.empty(
     torch.broadcast_shapes(alpha.shape, sample.shape), dtype=alpha.dtype, device="meta")
 
@@ -80,3 +92,14 @@ def poisson(rate, generator=None, _key=None):
     lam = rate.astype(fd)
     check_values(~(lam >= 0), POISSON_RATE)
     return jax.random.poisson(_key, jnp.where(lam >= 0, lam, 0), lam.shape, jnp.int64).astype(fd)
+
+
+@register(aten.binomial.default, random=True)
+def binomial(count, prob, generator=None, _key=None):
+    """Eager clamps a probability into [0, 1] and gives NaN for a NaN one. A negative or NaN count
+    gives NaN here (eager's CPU kernel never returns for one)."""
+    fd = _float_dtype(count.dtype)
+    n, p = jnp.broadcast_arrays(count.astype(fd), prob.astype(fd))
+    valid = n >= 0
+    draw = jax.random.binomial(_key, jnp.where(valid, n, 0), jnp.clip(p, 0, 1), n.shape, fd)
+    return jnp.where(valid & ~jnp.isnan(p), draw, jnp.nan)

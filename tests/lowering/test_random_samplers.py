@@ -1,4 +1,4 @@
-"""The gamma-family samplers (torch.distributions' Gamma, Beta, Dirichlet, Chi2, Poisson) run on
+"""The gamma-family samplers (torch.distributions' Gamma, Beta, Dirichlet, Chi2, Poisson, Binomial) run on
 the device: eager's distributions, edge values, dtypes and errors."""
 import warnings
 
@@ -98,7 +98,8 @@ def test_gamma_rsample_backward_is_the_reparameterized_gradient():
 def test_distributions_sample_on_the_device():
     torch.manual_seed(0)
     c = torch.tensor([0.5, 2.0]).to(D)
-    for dist in (td.Gamma(c, c), td.Chi2(c), td.Beta(c, c), td.Dirichlet(c), td.Poisson(c)):
+    for dist in (td.Gamma(c, c), td.Chi2(c), td.Beta(c, c), td.Dirichlet(c), td.Poisson(c),
+                 td.Binomial(7, c / 4)):
         s = dist.sample((3,))
         assert s.device.type == "lazyxla" and s.shape == (3, 2)
         assert torch.isfinite(dist.log_prob(s).cpu()).all()
@@ -132,3 +133,41 @@ def test_poisson_with_a_negative_or_nan_rate_raises_eagers_error(bad):
         torch.poisson(rate)
     with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
         torch.poisson(rate.to(D)).cpu()
+
+
+def test_binomial_draws_have_their_moments_and_eagers_edge_values():
+    torch.manual_seed(0)
+    n, p = torch.tensor([20.0, 1000.0]).repeat(20000), torch.tensor([0.3, 0.9]).repeat(20000)
+    x = torch.binomial(n.to(D), p.to(D)).cpu().view(-1, 2)
+    assert torch.equal(x, x.round())
+    for i, (k, q) in enumerate(((20, 0.3), (1000, 0.9))):
+        mean, var = k * q, k * q * (1 - q)
+        assert abs(x[:, i].mean() - mean) < 5 * (var / 20000) ** 0.5
+        assert abs(x[:, i].var() / var - 1) < 0.1
+    # eager: a probability above 1 or below 0 is clamped, a NaN one gives NaN; a count of 0 gives 0
+    count = torch.tensor([5.0, 5.0, 0.0, 4.0], dtype=torch.float64)
+    prob = torch.tensor([1.5, -0.5, 0.5, float("nan")], dtype=torch.float64)
+    torch.testing.assert_close(torch.binomial(count.to(D), prob.to(D)).cpu(),
+                               torch.binomial(count, prob), equal_nan=True)
+    # a count broadcasts against a probability as in eager
+    assert torch.binomial(torch.tensor([3.0]).to(D), torch.tensor([0.5, 0.5]).to(D)).shape == (2,)
+
+
+def test_binomial_with_a_negative_or_nan_count_gives_nan_where_eager_never_returns():
+    got = torch.binomial(torch.tensor([-1.0, float("nan")]).to(D), torch.tensor([0.5, 0.5]).to(D))
+    assert got.cpu().isnan().all()
+
+
+@pytest.mark.parametrize("count,prob,error,msg", [
+    (torch.tensor([3, 4]), torch.tensor([0.5, 0.5]), ValueError,
+     "binomial only supports floating-point dtypes for count, got: Long"),
+    (torch.tensor([3.0, 4.0]), torch.tensor([1, 0]), ValueError,
+     "binomial only supports floating-point dtypes for prob, got: Long"),
+    (torch.tensor([3.0, 4.0]), torch.tensor([0.5, 0.5], dtype=torch.float64), RuntimeError,
+     "Found dtype Double but expected Float"),
+])
+def test_binomial_dtype_errors_are_eagers(count, prob, error, msg):
+    with pytest.raises(error, match=msg):
+        torch.binomial(count, prob)
+    with pytest.raises(error, match=msg):
+        torch.binomial(count.to(D), prob.to(D))

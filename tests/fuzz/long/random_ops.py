@@ -40,6 +40,7 @@ OPS = {
     "poisson": lambda dt, dev: torch.poisson(_full(3.0, dt, dev)),
     "_standard_gamma": lambda dt, dev: torch._standard_gamma(_full(2.5, dt, dev)),
     "_sample_dirichlet": lambda dt, dev: torch._sample_dirichlet(_full(2.5, dt, dev).view(-1, 4)),
+    "binomial": lambda dt, dev: torch.binomial(_full(10.0, dt, dev), _full(0.3, dt, dev)),
     "multinomial": lambda dt, dev: torch.multinomial(_full(1.0, dt, dev)[:8], 4000, True),
     "dropout": lambda dt, dev: F.dropout(_full(1.0, dt, dev), 0.4),
     "native_dropout": lambda dt, dev: torch.native_dropout(_full(1.0, dt, dev), 0.4, True)[0],
