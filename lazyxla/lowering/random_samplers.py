@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-
 import torch
 
 from lazyxla.ir.meta import META_KERNELS
@@ -16,13 +15,17 @@ from .random import _float_dtype
 from .registry import POISSON_RATE, aten, check_values, register
 
 
+def _real_floating(dtype) -> bool:
+    return dtype.is_floating_point
+
+
 def _floating_only(kernel):
     def fn(x, *args, **kwargs):
-        _require(x.dtype, kernel, allowed=lambda d: d.is_floating_point)
+        _require(x.dtype, kernel, allowed=_real_floating)
     return fn
 
 
-# eager's CPU kernels lack Half and BFloat16 for gamma and dirichlet; lazyxla computes them
+# Half and BFloat16 pass: eager's CPU kernels lack them for gamma and dirichlet, lazyxla computes
 check(aten._standard_gamma.default)(_floating_only("gamma_cpu"))
 check(aten._sample_dirichlet.default)(_floating_only("dirichlet"))
 check(aten.poisson.default)(_floating_only("poisson_cpu"))
@@ -30,7 +33,7 @@ check(aten.poisson.default)(_floating_only("poisson_cpu"))
 
 @check(aten._standard_gamma_grad.default)
 def _standard_gamma_grad_check(alpha, sample):
-    _require(alpha.dtype, "_standard_gamma_grad_cpu", allowed=lambda d: d.is_floating_point)
+    _require(alpha.dtype, "_standard_gamma_grad_cpu", allowed=_real_floating)
     if sample.dtype != alpha.dtype:
         fail(f"Found dtype {type_name(sample.dtype)} but expected {type_name(alpha.dtype)}")
 
@@ -38,7 +41,7 @@ def _standard_gamma_grad_check(alpha, sample):
 @check(aten.binomial.default)
 def _binomial_check(count, prob, generator=None):
     for name, t in (("count", count), ("prob", prob)):
-        if not t.dtype.is_floating_point:
+        if not _real_floating(t.dtype):
             fail(f"binomial only supports floating-point dtypes for {name}, got: "
                  f"{type_name(t.dtype)}", ValueError)
     if prob.dtype != count.dtype:
