@@ -10,30 +10,26 @@ import torch
 
 from lazyxla.ir.meta import META_KERNELS
 from lazyxla.jaxenv import type_name
-from .checks import _require, check, fail
+from .checks import _floating_only, _require, check, fail
 from .random import _float_dtype
 from .registry import POISSON_RATE, aten, check_values, register
 
 
-def _real_floating(dtype) -> bool:
-    return dtype.is_floating_point
-
-
-def _floating_only(kernel):
+def _floating_kernel(kernel):
     def fn(x, *args, **kwargs):
-        _require(x.dtype, kernel, allowed=_real_floating)
+        _require(x.dtype, kernel, allowed=_floating_only)
     return fn
 
 
 # Half and BFloat16 pass: eager's CPU kernels lack them for gamma and dirichlet, lazyxla computes
-check(aten._standard_gamma.default)(_floating_only("gamma_cpu"))
-check(aten._sample_dirichlet.default)(_floating_only("dirichlet"))
-check(aten.poisson.default)(_floating_only("poisson_cpu"))
+check(aten._standard_gamma.default)(_floating_kernel("gamma_cpu"))
+check(aten._sample_dirichlet.default)(_floating_kernel("dirichlet"))
+check(aten.poisson.default)(_floating_kernel("poisson_cpu"))
 
 
 @check(aten._standard_gamma_grad.default)
 def _standard_gamma_grad_check(alpha, sample):
-    _require(alpha.dtype, "_standard_gamma_grad_cpu", allowed=_real_floating)
+    _require(alpha.dtype, "_standard_gamma_grad_cpu", allowed=_floating_only)
     if sample.dtype != alpha.dtype:
         fail(f"Found dtype {type_name(sample.dtype)} but expected {type_name(alpha.dtype)}")
 
@@ -41,7 +37,7 @@ def _standard_gamma_grad_check(alpha, sample):
 @check(aten.binomial.default)
 def _binomial_check(count, prob, generator=None):
     for name, t in (("count", count), ("prob", prob)):
-        if not _real_floating(t.dtype):
+        if not _floating_only(t.dtype):
             fail(f"binomial only supports floating-point dtypes for {name}, got: "
                  f"{type_name(t.dtype)}", ValueError)
     if prob.dtype != count.dtype:
