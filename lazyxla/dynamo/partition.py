@@ -234,13 +234,19 @@ def _unpacks_outside_node(node, bad) -> bool:
 def _attributes_into_runs(gm, runs) -> None:
     """An attribute read only by one run joins it: the Bridge then holds the tensor (as it holds
     the attributes of a graph it compiles whole) instead of the partitioned graph looking it up
-    through nn.Module on every call (an optimizer step reads dozens: its state and parameters)."""
+    through nn.Module on every call (an optimizer step reads dozens: its state and parameters).
+    Each run stays in graph order: fuse_by_partitions orders a run's nodes by a topological sort
+    that breaks ties by position in the run, and data edges do not show in-place updates (an
+    attribute appended last delayed its readers: `p.add_(buf)` moved before `buf.addcdiv_(...)`)."""
     run_of = {node: i for i, run in enumerate(runs) for node in run}
     for node in gm.graph.nodes:
         if node.op == "get_attr" and node.users:
             owners = {run_of.get(u) for u in node.users}
             if len(owners) == 1 and None not in owners:
                 runs[owners.pop()][node] = None
+    position = {node: i for i, node in enumerate(gm.graph.nodes)}
+    for i, run in enumerate(runs):
+        runs[i] = dict.fromkeys(sorted(run, key=position.__getitem__))
 
 
 class _BridgeModule(torch.nn.Module):

@@ -570,6 +570,53 @@ def test_partitions_keep_the_order_of_writes_and_reads(fresh_metrics):
     assert metrics.events("partition")
 
 
+def test_a_partition_runs_its_in_place_updates_in_graph_order():
+    """Attributes join the partition that reads them. The partition still runs its nodes in graph
+    order, which data edges alone do not fix: `p += buf` must see both updates of buf, the second
+    made through the alias `mul_` returned."""
+    from lazyxla.dynamo.bridge import Bridge
+    from lazyxla.dynamo.partition import partition
+    aten = torch.ops.aten
+    root = torch.nn.Module()
+    root.buf, root.p, root.ga = (torch.tensor([1.0, 2.0]).to(D), torch.tensor([10.0, 20.0]).to(D),
+                                 torch.tensor([0.5, 0.25]).to(D))
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    c = g.call_function(torch.ops.lazyxla_test.cpu_only.default, (x,))
+    buf, p, ga = g.get_attr("buf"), g.get_attr("p"), g.get_attr("ga")
+    m = g.call_function(aten.mul_.Tensor, (buf, 2.0))
+    ga2 = g.call_function(aten.add_.Tensor, (ga, c))
+    g.call_function(aten.add_.Tensor, (m, ga2))          # buf = 2 buf + ga + 3x
+    g.output(g.call_function(aten.add_.Tensor, (p, buf)))  # p += buf
+    fused, n = partition(torch.fx.GraphModule(root, g), [c], Bridge)
+    assert n == 1
+    out = fused(torch.tensor([1.0, 1.0]).to(D))
+    torch.testing.assert_close(root.buf.cpu(), torch.tensor([5.5, 7.25]))
+    torch.testing.assert_close(root.p.cpu(), torch.tensor([15.5, 27.25]))
+    torch.testing.assert_close(out.cpu(), root.p.cpu())
+
+
+def test_compiled_for_loop_rmsprop_matches_eager_on_every_parameter():
+    """RMSprop(foreach=False, centered, momentum): the step count's `+= 1` on the CPU splits each
+    parameter's update into its own partition, whose momentum buffer is updated in place and then
+    read by the parameter's update."""
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    model = copy.deepcopy(ref).to(D)
+    make = lambda ps: torch.optim.RMSprop(ps, lr=0.01, centered=True, momentum=0.9,  # noqa: E731
+                                          foreach=False)
+    opt_ref, opt = make(ref.parameters()), make(model.parameters())
+    cstep = torch.compile(opt.step, backend="lazyxla")
+    x = torch.randn(5, 3)
+    for _ in range(2):
+        for m, o, s, xx in ((ref, opt_ref, opt_ref.step, x), (model, opt, cstep, x.to(D))):
+            o.zero_grad()
+            m(xx).square().sum().backward()
+            s()
+    for p, r in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), r.detach())
+
+
 def test_compiled_training_step_with_a_for_loop_optimizer_matches_eager():
     """Adam(foreach=False) updates exp_avg_sq in place and reads it back in the same graph."""
     torch.manual_seed(0)
