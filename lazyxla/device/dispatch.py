@@ -113,6 +113,12 @@ def cpu_scalar_node(t: torch.Tensor) -> Node:
     return node
 
 
+# While the bridge traces a graph whose `.item()` inputs it feeds at runtime (input_items.py):
+# float value -> the 0-dim CPU tensor it stands for. The traced values are made unlike any other
+# number of the graph, so a runtime scalar of that value is that input.
+SOURCED_FLOATS: dict | None = None
+
+
 class ViewWatch:
     """While an in-place or out= kernel records (`on`), the roots of the views its call reads:
     its write can overlap memory only through them (overlap.py)."""
@@ -170,7 +176,10 @@ class _Recorder:
         tv = type(v)
         if tv in _NUMBERS:
             if runtime_scalar:
-                self.inputs.append(scalar_node(v))
+                node = scalar_node(v)
+                if SOURCED_FLOATS is not None and tv is float and v in SOURCED_FLOATS:
+                    CPU_SCALAR_SOURCES[id(node)] = (node, SOURCED_FLOATS[v])
+                self.inputs.append(node)
                 self.key.append(tv)
                 n = len(self.inputs) - 1
                 return _SLOT[n] if n < _NSLOT else Slot(n)

@@ -8,12 +8,10 @@ of aten ops; inference (grad mode off) hands Dynamo's own graph to the bridge di
 """
 from __future__ import annotations
 
-import functools
 import logging
 
 import torch
 
-from lazyxla import metrics
 from lazyxla.device.fallback import FallbackInTrace
 from . import partition as part
 from .absorb import absorb_scalar_chains

@@ -19,6 +19,7 @@ from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
 from lazyxla.ir.node import DATA, Node as _Node
 from lazyxla.runtime import executor
+from . import input_items as items
 from .matcher import InputMatcher, InputStructureChanged, structure
 from .outputs import OutputHandler
 from .partition import is_input_item
@@ -159,11 +160,14 @@ class Bridge:
         # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
         # a partition of a dynamic graph may see a new length only through a tensor's shape.
         self.shape_positions = _symbolic_inputs(gm)
-        # Inputs the graph reads with .item() (floats Dynamo passes as 0-dim CPU tensors): their
-        # values join the key, as a Python float argument's would.
+        # Inputs the graph reads with .item() (floats Dynamo passes as 0-dim CPU tensors): fed to
+        # the program on every call where that makes the same program (input_items.py), else
+        # their values join the key, as a Python float argument's would.
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.item_positions = tuple(i for i, n in enumerate(placeholders)
                                     if any(is_input_item(u) for u in n.users))
+        self.feed = items.ItemFeed.of(gm, self.item_positions) if self.item_positions else None
+        self.items_fed = self.feed is not None
         self.attrs = _attribute_tensors(gm)
         # Set once an argument came as another view (or with other aliasing) than traced: from
         # then on the structure of the tensor arguments joins the key.
@@ -173,7 +177,7 @@ class Bridge:
         key = _key(args)
         if self.shape_positions:
             key += tuple(tuple(getattr(args[i], "shape", ())) for i in self.shape_positions)
-        if self.item_positions:
+        if self.item_positions and not self.items_fed:
             key += tuple(args[i].item() for i in self.item_positions)
         if self.by_structure:
             key += (structure(args + self.attrs),)
@@ -193,7 +197,44 @@ class Bridge:
                                 "lazyxla.report() lists the latest causes", self.name, _RETRACES_LOGGED)
             else:
                 log.debug("lazyxla: re-extracting %s: %s", self.name, cause)
+        if self.items_fed:
+            entry = self._extract_feeding_items(args)
+            if entry is not None:
+                self.programs[key] = entry
+                return entry
+            self._stop_feeding()
+            key = self._key(args)
         entry = self.programs[key] = extract(self.gm, args, self.name, self.attrs)
+        return entry
+
+    def _stop_feeding(self):
+        """From now on the `.item()` inputs are keyed by their values, like any float argument."""
+        self.items_fed = False
+        self.programs.clear()
+
+    def _extract_feeding_items(self, args):
+        """The program with the item inputs as runtime scalars, if a second trace with other
+        values makes the same one; else None."""
+        sets = self.feed.stand_ins(args)
+        if sets is None:
+            return None
+        traces = []
+        try:
+            for stand_ins in sets:
+                with items.traced_with(stand_ins) as tracing:
+                    traces.append(extract(self.feed.reading_gm, args, self.name, self.attrs))
+                if tracing.ambiguous:
+                    log.debug("lazyxla: %s keys its .item() inputs by value: two fed floats "
+                              "were equal", self.name)
+                    return None
+        except Exception as e:  # (a stand-in out of an op's range): keyed by the values
+            log.debug("lazyxla: %s keys its .item() inputs by value: %s", self.name, e)
+            return None
+        entry, check = traces
+        if not items.same_program(entry, check):
+            log.debug("lazyxla: %s keys its .item() inputs by value: the program depends on them "
+                      "beyond its runtime scalars", self.name)
+            return None
         return entry
 
     def __call__(self, *call_args, _retried=False):
@@ -201,6 +242,7 @@ class Bridge:
         entry = self.programs.get(key)
         if entry is None:
             entry = self._retrace(key, call_args)
+            key = self._key(call_args)  # (without the item values if they are fed from now on)
         self.last_key = key
         args = call_args + self.attrs if self.attrs else call_args
         if entry.hash is None:  # nothing to compute: outputs are inputs, constants, ints
@@ -208,7 +250,19 @@ class Bridge:
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
         _counters["RunCachedGraph"] += 1
         try:
-            feed = entry.matcher(args)
+            if self.items_fed:
+                try:
+                    fed = self.feed.values(call_args)
+                except items.NotFeedable as e:
+                    if _retried:
+                        raise
+                    self._stop_feeding()
+                    log.warning("lazyxla: %s keys its .item() inputs by value from now on: %s",
+                                self.name, e)
+                    return self(*call_args, _retried=True)
+                feed = entry.matcher(args, fed)
+            else:
+                feed = entry.matcher(args)
         except InputStructureChanged as e:
             if _retried:
                 raise

@@ -1,9 +1,10 @@
 """The input matcher: how to rebuild a program's parameter list on every call.
 
 Built once at extraction, by graph position: parameter i comes from call argument j (the device
-data of its root buffer, or the current value of a 0-dim CPU tensor), or is a constant captured by
-the trace (a scalar, or device data created inside the graph), or is an RNG seed drawn fresh on
-every call. Identity is used only while extracting, never at replay, so a tensor shared between
+data of its root buffer, or the current value of a 0-dim CPU tensor), or is a float the bridge
+computes from the graph's `.item()` inputs on every call (input_items.py), or is a constant
+captured by the trace (a scalar, or device data created inside the graph), or is an RNG seed drawn
+fresh on every call. Identity is used only while extracting, never at replay, so a tensor shared between
 graphs is never frozen as a constant.
 
 A program reads each argument through its root buffer, with the argument's view chain (a slice,
@@ -25,7 +26,7 @@ from lazyxla.jaxenv import device_scalar
 from lazyxla.runtime import executor
 from lazyxla.runtime.compiler import scalar_layout
 
-ARG, CONST, SEED, CPU = 0, 1, 2, 3
+ARG, CONST, SEED, CPU, FED = 0, 1, 2, 3, 4
 _now = time.perf_counter_ns  # (metrics are in nanoseconds, as torch_xla's)
 _DATA, _Buffer = buf.DATA, buf.Buffer
 
@@ -65,7 +66,8 @@ class InputMatcher:
 
     def __init__(self, graph, args, start, cpu_sources=None, mutates=False):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
-        cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from); mutates: the
+        cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from, or the index
+        of the fed float it stands for); mutates: the
         program writes an argument, so arguments that were apart must stay apart."""
         by_node, cpu_args = {}, {}
         for j, a in enumerate(args):
@@ -83,6 +85,8 @@ class InputMatcher:
                 plan.append((SEED, None))
             elif id(p) in by_node:
                 plan.append((ARG, by_node[id(p)]))
+            elif source is not None and type(source[1]) is int:  # computed on every call
+                plan.append((FED, source[1]))
             elif source is not None and id(source[1]) in cpu_args:  # read again on every call
                 plan.append((CPU, cpu_args[id(source[1])]))
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
@@ -92,7 +96,7 @@ class InputMatcher:
         # program: they are put on the device once, here. A CPU tensor's value is read per call.
         for i, dt in scalar_layout(graph.spec):
             kind, v = plan[i]
-            plan[i] = (kind, device_scalar(v, dt) if kind == CONST else (v, dt) if kind == CPU else dt)
+            plan[i] = (kind, device_scalar(v, dt) if kind == CONST else (v, dt) if kind in (CPU, FED) else dt)
         self.plan = tuple(plan)
         traced = structure(args)
         self.lazy_positions = tuple(j for j, _, _ in traced)
@@ -101,13 +105,14 @@ class InputMatcher:
         self.distinct = mutates
         self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
 
-    def __call__(self, args) -> list:
+    def __call__(self, args, fed=()) -> list:
+        """fed: this call's values of the floats computed from `.item()` inputs."""
         if self.views or self.shared or self.distinct:
             self.check_structure(args)
-            return self._feed(args, _root)
-        return self._feed(args, _whole_buffer)  # the common case: every argument a whole buffer
+            return self._feed(args, _root, fed)
+        return self._feed(args, _whole_buffer, fed)  # the common case: every argument a whole buffer
 
-    def _feed(self, args, root_of) -> list:
+    def _feed(self, args, root_of, fed) -> list:
         """The executable's arguments for this call."""
         feed = []
         for kind, v in self.plan:
@@ -121,6 +126,9 @@ class InputMatcher:
             elif kind == CPU:  # a 0-dim CPU tensor's current value (a step count: new every
                 j, dt = v      # call, so the executable's own transfer beats a kept array)
                 feed.append(np.asarray(args[j].item(), dt))
+            elif kind == FED:
+                k, dt = v
+                feed.append(np.asarray(fed[k], dt))
             else:  # SEED: fresh every call
                 feed.append(np.asarray(rng.next_seed(), v))
         return feed
