@@ -154,6 +154,17 @@ def traced_with(stand_ins):
         _tracing, dispatch.SOURCED_FLOATS = saved
 
 
+def is_float_of_inputs(n) -> bool:
+    """A float read from a graph input (`lr.item()`), or branch-free arithmetic on such floats and
+    numbers alone."""
+    if n.op == "call_method":
+        return n.target == "item" and len(n.args) == 1 and isinstance(n.args[0], torch.fx.Node) \
+            and n.args[0].op == "placeholder"
+    return n.op == "call_function" and n.target in _ARITHMETIC and not n.kwargs and bool(n.all_input_nodes) \
+        and all(is_float_of_inputs(a) if isinstance(a, torch.fx.Node) else type(a) in (int, float)
+                for a in n.args)
+
+
 def _is_read(n, targets) -> bool:
     return n.op == "call_method" and n.target == "item" and len(n.args) == 1 and n.args[0] in targets
 

@@ -101,6 +101,39 @@ def test_two_reads_with_equal_values_are_fed_apart():
     assert bridge.items_fed and len(bridge.programs) == 1
 
 
+@torch.library.custom_op("lazyxla_test::cpu_triple", mutates_args=(), device_types="cpu")
+def cpu_triple(x: torch.Tensor) -> torch.Tensor:
+    """An op XLA cannot lower: it has only a CPU kernel."""
+    return x * 3
+
+
+@cpu_triple.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_float_read_before_a_cpu_op_is_read_again_in_the_partition_that_uses_it():
+    """lr = s.item(), then a CPU op, then x * lr: the read moves into the partition after the CPU
+    op (the one before it, left empty, goes), whose Bridge feeds it on every call rather than
+    taking the float as an argument keyed by value."""
+    from lazyxla.dynamo.partition import partition
+    g = torch.fx.Graph()
+    x, s = g.placeholder("x"), g.placeholder("s")
+    lr = g.call_method("item", (s,))
+    neg = g.call_function(operator.neg, (lr,))
+    c = g.call_function(torch.ops.lazyxla_test.cpu_triple.default, (x,))
+    g.output(g.call_function(aten.mul.Tensor, (c, neg)))
+    fused, n = partition(torch.fx.GraphModule(torch.nn.Module(), g), [c], Bridge)
+    assert n == 1
+    (bridge,) = [mod.bridge for name, mod in fused.named_children() if name.startswith("fused_")]
+    assert bridge.items_fed
+    x = torch.tensor([1.0, -2.0])
+    for v in (0.5, 0.25, 3.0):
+        out = fused(x.to(D), torch.tensor(v, dtype=torch.float64))
+        torch.testing.assert_close(out.cpu(), x * 3 * -v)
+    assert len(bridge.programs) == 1 and bridge.retraces == 0
+
+
 _SCHEDULES = {
     "adamw_linear": (lambda p: torch.optim.AdamW(p, lr=0.01),
                      lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.1, total_iters=10)),
