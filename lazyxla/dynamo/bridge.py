@@ -166,7 +166,8 @@ class Bridge:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.item_positions = tuple(i for i, n in enumerate(placeholders)
                                     if any(is_input_item(u) for u in n.users))
-        self.feed = items.ItemFeed.of(gm, self.item_positions) if self.item_positions else None
+        self.feed = items.ItemFeed.of(gm, self.item_positions) if self.item_positions and \
+            envflags.flag("LAZYXLA_FEED_ITEM_INPUTS", True) else None
         self.items_fed = self.feed is not None
         self.attrs = _attribute_tensors(gm)
         # Set once an argument came as another view (or with other aliasing) than traced: from

@@ -58,6 +58,15 @@ def test_a_float_read_and_arithmetic_on_it_are_fed_on_every_call():
     assert made == [2, 0, 0, 0, 0, 0]
 
 
+def test_feeding_can_be_turned_off(monkeypatch):
+    """LAZYXLA_FEED_ITEM_INPUTS=0: keyed by value, one extraction per new value."""
+    monkeypatch.setenv("LAZYXLA_FEED_ITEM_INPUTS", "0")
+
+    def body(g, x, s):
+        return g.call_function(aten.mul.Tensor, (x, s))
+    assert _calls(_graph(body), [0.5, 0.7, 0.5], lambda x, s: x * s) == [1, 1, 0]
+
+
 def test_a_float_an_op_takes_as_an_attribute_stays_keyed_by_value():
     """logit's eps is part of the program: the two traces differ, so each new value re-extracts
     and a value seen before does not."""
