@@ -103,6 +103,7 @@ class ItemFeed:
         self.reads = [k for k, n in enumerate(first) if n.op == "call_method"]
         self.reading_gm = _rewrite(gm, index)
         self.values_fn = _values_module(gm, fed, first)
+        self._values = self.values_fn.forward  # (every call: without nn.Module's __call__)
 
     @classmethod
     def of(cls, gm, positions):
@@ -112,7 +113,7 @@ class ItemFeed:
         targets = {placeholders[i] for i in positions}
         fed, seen = [], set()
         for n in gm.graph.nodes:
-            if _is_read(n, targets) or _is_arithmetic_on(n, seen):
+            if _is_read(n, targets) or _is_arithmetic_on(n, seen.__contains__):
                 fed.append(n)
                 seen.add(n)
         if not fed or any(u not in seen and not _takes_floats_unchanged(u, n) for n in fed for u in n.users):
@@ -120,7 +121,7 @@ class ItemFeed:
         return cls(gm, fed)
 
     def values(self, args) -> tuple:
-        vals = self.values_fn(*args)
+        vals = self._values(*args)
         for v in vals:
             if type(v) is not float:
                 raise NotFeedable(f"a float computed from the graph's .item() inputs is {v!r}")
@@ -157,24 +158,21 @@ def traced_with(stand_ins):
 def is_float_of_inputs(n) -> bool:
     """A float read from a graph input (`lr.item()`), or branch-free arithmetic on such floats and
     numbers alone."""
-    if n.op == "call_method":
-        return n.target == "item" and len(n.args) == 1 and isinstance(n.args[0], torch.fx.Node) \
-            and n.args[0].op == "placeholder"
-    return n.op == "call_function" and n.target in _ARITHMETIC and not n.kwargs and bool(n.all_input_nodes) \
-        and all(is_float_of_inputs(a) if isinstance(a, torch.fx.Node) else type(a) in (int, float)
-                for a in n.args)
+    return _is_read(n) or _is_arithmetic_on(n, is_float_of_inputs)
 
 
-def _is_read(n, targets) -> bool:
-    return n.op == "call_method" and n.target == "item" and len(n.args) == 1 and n.args[0] in targets
+def _is_read(n, targets=None) -> bool:
+    """`p.item()` of a placeholder p (of one of `targets`, where given)."""
+    return n.op == "call_method" and n.target == "item" and len(n.args) == 1 and (
+        n.args[0] in targets if targets is not None
+        else isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder")
 
 
-def _is_arithmetic_on(n, fed) -> bool:
-    if n.op != "call_function" or n.target not in _ARITHMETIC or n.kwargs:
+def _is_arithmetic_on(n, is_fed) -> bool:
+    """Branch-free arithmetic on nodes that `is_fed` accepts and on numbers."""
+    if n.op != "call_function" or n.target not in _ARITHMETIC or n.kwargs or not n.all_input_nodes:
         return False
-    nodes = n.all_input_nodes
-    return bool(nodes) and all(a in fed for a in nodes) and all(
-        isinstance(a, torch.fx.Node) or type(a) in (int, float) for a in n.args)
+    return all(is_fed(a) if isinstance(a, torch.fx.Node) else type(a) in (int, float) for a in n.args)
 
 
 def _takes_floats_unchanged(user, read) -> bool:
