@@ -131,6 +131,11 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
     finally:
         dispatch.CPU_SCALAR_SOURCES = None
         executor.clear_pending_ir()  # undo the trace: mutated inputs revert to their data
+        for j, a in enumerate(args):  # and those a whole-tensor copy_ gave other device data:
+            if start[j] is not None:  # that is no pending IR, but the program's to write
+                root = buf.state_of(a).root
+                if root.node is not start[j]:
+                    root.write(start[j])
         rng.set_state(rng_state)
         dispatch.BUDGET.suspended -= 1
     return Extracted(h, matcher, handler, tuple(mut_slots), container, structure(args))

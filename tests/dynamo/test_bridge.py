@@ -95,6 +95,27 @@ def test_dynamic_layer_norm_is_one_program_per_length_and_keyed_by_eps(fresh_met
         torch.testing.assert_close(cf(xs[4].to(D)).cpu(), ln(xs[4]))
 
 
+@pytest.mark.parametrize("then_add", [False, True], ids=["copy", "copy_then_add"])
+def test_a_read_before_a_whole_copy_into_an_input_sees_the_old_value(then_add):
+    """Tracing `a.copy_(b)` points a at b's device data (no pending IR); undoing the trace must
+    still give a its own data back, or the first call computes `a * 2` from b."""
+    def f(a, b):
+        t = a * 2
+        a.copy_(b)
+        if then_add:
+            a.add_(1)
+        return t
+    cf = torch.compile(f, backend="lazyxla")
+    a0, b0 = torch.randn(3), torch.randn(3)
+    with torch.no_grad():
+        a, b = a0.to(D), b0.to(D)
+        for call in range(2):
+            want_t, want_a = (a0 if call == 0 else b0 + then_add) * 2, b0 + then_add
+            torch.testing.assert_close(cf(a, b).cpu(), want_t)
+            torch.testing.assert_close(a.cpu(), want_a)
+            torch.testing.assert_close(b.cpu(), b0)
+
+
 def test_in_place_update_of_an_input_is_applied_exactly_once():
     def f(x, y):
         x.add_(y)
