@@ -1,7 +1,8 @@
 """torch.compile(backend="lazyxla") against eager: random small functions (arithmetic, in-place
 writes to the inputs and through views of them, returned views and inputs, reductions, matmuls,
 a graph break on .item(), control flow on shapes), each called four times on fresh values (with
-`--dynamic`: on new shapes too, under dynamic=True), masked writes among them. Outputs, their strides (of dims longer than
+`--dynamic`: on new shapes too, under dynamic=True; with `--no-grad`: under torch.no_grad(), which
+hands the bridge Dynamo's own graph instead of aot_autograd's), masked writes among them. Outputs, their strides (of dims longer than
 one) and the inputs' final values compared. Dynamo's TorchRuntimeError wrapping eager's
 RuntimeError of a bad program counts as the same error (it does so for every backend)."""
 import random
@@ -15,6 +16,7 @@ from _driver import close, main, outcome
 
 D = lazyxla.device()
 DYNAMIC = "--dynamic" in sys.argv
+NO_GRAD = "--no-grad" in sys.argv
 torch._dynamo.config.cache_size_limit = 1000
 
 STATEMENTS = [
@@ -70,7 +72,8 @@ def run(seed):
 
             def program(fn, dev):
                 a, b = a0.clone().to(dev), b0.clone().to(dev)
-                outs = fn(a, b)
+                with torch.set_grad_enabled(not NO_GRAD):
+                    outs = fn(a, b)
                 return [o.detach().cpu() for o in outs] + [a.cpu(), b.cpu()], [_layout(o) for o in outs]
             want, got = outcome(lambda: program(f, "cpu")), outcome(lambda: program(compiled, D))
             if want[0] == got[0] == "error" and (want[1], got[1]) == ("RuntimeError", "TorchRuntimeError"):
@@ -88,4 +91,4 @@ def run(seed):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run, [a for a in sys.argv[1:] if a != "--dynamic"]))
+    raise SystemExit(main(run, [a for a in sys.argv[1:] if a not in ("--dynamic", "--no-grad")]))
