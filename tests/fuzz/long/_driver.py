@@ -28,6 +28,14 @@ def main(run, argv=None) -> int:
     return 1 if differ else 0
 
 
+def define(source: str, name: str = "f"):
+    """The function a generated `source` defines (it may use `torch`)."""
+    import torch
+    scope = {"torch": torch}
+    exec(source, scope)
+    return scope[name]
+
+
 def outcome(fn):
     """("ok", value) or ("error", exception type name, first line of its message). A NameError
     or AttributeError raised by a fuzz script itself is its own bug, raised: compared as an error

@@ -12,7 +12,7 @@ import torch
 import torch._dynamo
 
 import lazyxla
-from _driver import close, main, outcome
+from _driver import close, define, main, outcome
 
 D = lazyxla.device()
 DYNAMIC = "--dynamic" in sys.argv
@@ -58,9 +58,7 @@ def _layout(t):  # strides of dims of one element are arbitrary
 def run(seed):
     r = random.Random(seed)
     source = _function(r)
-    scope = {"torch": torch}
-    exec(source, scope)
-    f = scope["f"]
+    f = define(source)
     compiled = torch.compile(f, backend="lazyxla", dynamic=True if DYNAMIC else None)
     rows, cols = r.randint(2, 3), r.randint(2, 3)
     try:

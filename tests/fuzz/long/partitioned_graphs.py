@@ -13,7 +13,7 @@ import torch
 import torch._dynamo
 
 import lazyxla
-from _driver import close, main, outcome
+from _driver import close, define, main, outcome
 
 D = lazyxla.device()
 FLOAT = "--float" in sys.argv
@@ -68,9 +68,7 @@ def _function(r):
 def run(seed):
     r = random.Random(seed)
     source = _function(r)
-    scope = {"torch": torch}
-    exec(source, scope)
-    f = scope["f"]
+    f = define(source)
     compiled = torch.compile(f, backend="lazyxla")
     g = torch.Generator().manual_seed(seed)
     x0 = torch.randn(3, generator=g)
