@@ -155,10 +155,13 @@ def traced_with(stand_ins):
         _tracing, dispatch.SOURCED_FLOATS = saved
 
 
-def is_float_of_inputs(n) -> bool:
+def is_float_of_read_only_inputs(n) -> bool:
     """A float read from a graph input (`lr.item()`), or branch-free arithmetic on such floats and
-    numbers alone."""
-    return _is_read(n) or _is_arithmetic_on(n, is_float_of_inputs)
+    numbers alone, of inputs the graph does nothing but read with `.item()`: no op between the
+    read and its use can change them (as `step += 1` changes an optimizer's step count)."""
+    if _is_read(n):
+        return all(_is_read(u) for u in n.args[0].users)
+    return _is_arithmetic_on(n, is_float_of_read_only_inputs)
 
 
 def _is_read(n, targets=None) -> bool:

@@ -22,7 +22,7 @@ from lazyxla.device.dispatch import is_cpu_scalar
 from lazyxla.ir import buffer as buf
 from lazyxla.lowering.registry import LOWERINGS, VIEWS, functional_variant
 from lazyxla.runtime import executor
-from .input_items import is_float_of_inputs
+from .input_items import is_float_of_read_only_inputs
 
 _ALWAYS_OK = {operator.getitem}
 
@@ -234,8 +234,8 @@ def _unpacks_outside_node(node, bad) -> bool:
 
 
 def _floats_into_runs(gm, runs) -> list:
-    """A float read from an input (`lr.item()`), or arithmetic on such floats, that another run
-    uses is computed again inside that run: its Bridge then reads the input and feeds the float on
+    """A float read from an input the graph only reads (`lr.item()`), or arithmetic on such
+    floats, that another run uses is computed again inside that run: its Bridge then reads the input and feeds the float on
     every call (input_items.py), where taken as an argument it would be keyed by value (an
     optimizer step re-extracted for every new learning rate). Originals left unused go."""
     run_of = {node: i for i, run in enumerate(runs) for node in run}
@@ -244,7 +244,7 @@ def _floats_into_runs(gm, runs) -> list:
         copies: dict = {}
         for node in list(run):
             for a in node.all_input_nodes:
-                if run_of.get(a) != i and is_float_of_inputs(a):
+                if run_of.get(a) != i and is_float_of_read_only_inputs(a):
                     node.replace_input_with(a, _copy_float(gm.graph, a, node, copies))
                     moved = True
         for c in copies.values():
@@ -252,7 +252,7 @@ def _floats_into_runs(gm, runs) -> list:
     if not moved:
         return runs
     for node in reversed(list(gm.graph.nodes)):
-        if node in run_of and not node.users and is_float_of_inputs(node):
+        if node in run_of and not node.users and is_float_of_read_only_inputs(node):
             del runs[run_of[node]][node]
             gm.graph.erase_node(node)
     return [run for run in runs if run]
@@ -261,7 +261,7 @@ def _floats_into_runs(gm, runs) -> list:
 def _copy_float(graph, node, before, copies):
     if node not in copies:
         args = torch.fx.node.map_arg(node.args, lambda a: _copy_float(graph, a, before, copies)
-                                     if is_float_of_inputs(a) else a)
+                                     if is_float_of_read_only_inputs(a) else a)
         with graph.inserting_before(before):
             copies[node] = graph.create_node(node.op, node.target, args, node.kwargs)
         copies[node].meta = dict(node.meta)

@@ -143,6 +143,21 @@ def test_a_float_read_before_a_cpu_op_is_read_again_in_the_partition_that_uses_i
     assert len(bridge.programs) == 1 and bridge.retraces == 0
 
 
+def test_a_float_read_before_a_cpu_op_writes_its_input_keeps_the_value_it_read():
+    """s = c.item(); c += 1 (on the CPU); x * s: the read must not move past the write."""
+    from lazyxla.dynamo.partition import partition
+    g = torch.fx.Graph()
+    x, c = g.placeholder("x"), g.placeholder("c")
+    s = g.call_method("item", (c,))
+    bump = g.call_function(aten.add_.Tensor, (c, 1))
+    g.output(g.call_function(aten.mul.Tensor, (x, s)))
+    fused, _ = partition(torch.fx.GraphModule(torch.nn.Module(), g), [bump], Bridge)
+    x, count = torch.tensor([1.0, -2.0]), torch.tensor(2.0, dtype=torch.float64)
+    for want in (2.0, 3.0, 4.0):
+        torch.testing.assert_close(fused(x.to(D), count).cpu(), x * want)
+    assert count.item() == 5.0
+
+
 _SCHEDULES = {
     "adamw_linear": (lambda p: torch.optim.AdamW(p, lr=0.01),
                      lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.1, total_iters=10)),
