@@ -20,6 +20,18 @@ OPTIMIZERS = {
                                                               maximize=True, fused=True),
     "adamw_fused": lambda p: torch.optim.AdamW(p, lr=0.01, fused=True),
     "adamw_fused_amsgrad": lambda p: torch.optim.AdamW(p, lr=0.01, amsgrad=True, fused=True),
+    # the rest of torch.optim (for-loop implementations: lazyxla is no foreach device)
+    "rmsprop_centered_momentum": lambda p: torch.optim.RMSprop(p, lr=0.01, centered=True, momentum=0.9,
+                                                               weight_decay=0.1),
+    "adagrad_lr_decay": lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01, weight_decay=0.1,
+                                                      initial_accumulator_value=0.1),
+    "adadelta_maximize": lambda p: torch.optim.Adadelta(p, lr=1.0, weight_decay=0.1, maximize=True),
+    "adamax": lambda p: torch.optim.Adamax(p, lr=0.01, weight_decay=0.1),
+    "nadam_decoupled": lambda p: torch.optim.NAdam(p, lr=0.01, weight_decay=0.1, decoupled_weight_decay=True),
+    "radam": lambda p: torch.optim.RAdam(p, lr=0.01),
+    "asgd": lambda p: torch.optim.ASGD(p, lr=0.01, t0=2),
+    "rprop": lambda p: torch.optim.Rprop(p, lr=0.01),
+    "adafactor": lambda p: torch.optim.Adafactor(p, lr=0.01),
 }
 
 
