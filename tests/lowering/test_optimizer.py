@@ -35,11 +35,12 @@ OPTIMIZERS = {
 }
 
 
-def _train(device, make_opt, steps=5, schedule=False, allow_fallback=False):
+def _train(device, make_opt, steps=5, schedule=False, allow_fallback=False, dtype=torch.float32):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).to(device)
-    x = torch.randn(6, 4).to(device)
-    y = torch.randn(6, 2).to(device)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    model = model.to(device=device, dtype=dtype)
+    x = torch.randn(6, 4).to(device=device, dtype=dtype)
+    y = torch.randn(6, 2).to(device=device, dtype=dtype)
     opt = make_opt(model.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s)) if schedule else None
     losses, compiles, fell_back = [], [], set()
@@ -68,8 +69,17 @@ def test_training_matches_cpu(name):
     # Nesterov with weight decay: PyTorch's CPU add-with-alpha uses fused multiply-add, XLA may not;
     # the 1-ulp differences grow over 5 steps to ~3e-5 relative.
     tol = dict(rtol=1e-4, atol=1e-5) if "nesterov" in name else dict(rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(got_l, want_l, **tol)
-    torch.testing.assert_close(got_p, want_p, **tol)
+    try:
+        torch.testing.assert_close(got_l, want_l, **tol)
+        torch.testing.assert_close(got_p, want_p, **tol)
+    except AssertionError:
+        # Where float32 roundings grow apart (Adamax: eager's parameters end 1.6e-6 from a float64
+        # run's, lazyxla's 3.4e-7), lazyxla must be as close to float64 as eager is.
+        ref_p, _, _ = _train("cpu", make, dtype=torch.float64)
+        for got, want, ref in zip(got_p, want_p, ref_p):
+            lazy_err = (got.double() - ref).abs().max().item()
+            eager_err = (want.double() - ref).abs().max().item()
+            assert lazy_err <= max(2 * eager_err, 1e-7), (lazy_err, eager_err)
 
 
 @pytest.mark.parametrize("name", ["sgd_momentum", "adamw_amsgrad", "adamw_fused_amsgrad"])
