@@ -113,10 +113,50 @@ def cpu_scalar_node(t: torch.Tensor) -> Node:
     return node
 
 
-# While the bridge traces a graph whose `.item()` inputs it feeds at runtime (input_items.py):
-# float value -> the 0-dim CPU tensor it stands for. The traced values are made unlike any other
-# number of the graph, so a runtime scalar of that value is that input.
-SOURCED_FLOATS: dict | None = None
+class FedNumber:
+    """Where a value check's call took the k-th fed number (SourcedNumbers.checks)."""
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+
+class SourcedNumbers(dict):
+    """(type, value) -> the index of the fed number it stands for. `checks`: the value checks that
+    took one, as (check, args, kwargs) with FedNumber in its places and meta tensors for tensors:
+    a fed program runs them on every call's values, as recording would (`x.fill_(300)` of an
+    int8 x raises)."""
+    __slots__ = ("checks",)
+
+    def __init__(self):
+        super().__init__()
+        self.checks = []
+
+    def note_checked(self, check, args, kwargs) -> None:
+        if getattr(check, "by_type", False):
+            return
+        found = []
+
+        def mark(v):
+            tv = type(v)
+            if tv is int or tv is float:
+                k = self.get((tv, v))
+                if k is not None:
+                    found.append(k)
+                    return FedNumber(k)
+            elif tv is list or tv is tuple:
+                return tv(mark(x) for x in v)
+            return v
+        args, kwargs = tuple(mark(v) for v in args), {n: mark(v) for n, v in kwargs.items()}
+        if found:
+            self.checks.append((check, meta.stand_in(args, "meta"),
+                                {n: meta.stand_in(v, "meta") for n, v in kwargs.items()}))
+
+
+# While the bridge traces a graph whose `.item()` inputs and int arguments it feeds at runtime
+# (input_items.py). The traced values are made unlike any other number of the graph, so a runtime
+# scalar of that type and value is that input.
+SOURCED_NUMBERS: SourcedNumbers | None = None
 
 
 class ViewWatch:
@@ -177,8 +217,8 @@ class _Recorder:
         if tv in _NUMBERS:
             if runtime_scalar:
                 node = scalar_node(v)
-                if SOURCED_FLOATS is not None and tv is float and v in SOURCED_FLOATS:
-                    CPU_SCALAR_SOURCES[id(node)] = (node, SOURCED_FLOATS[v])
+                if SOURCED_NUMBERS is not None and (tv, v) in SOURCED_NUMBERS:
+                    CPU_SCALAR_SOURCES[id(node)] = (node, SOURCED_NUMBERS[tv, v])
                 self.inputs.append(node)
                 self.key.append(tv)
                 n = len(self.inputs) - 1
@@ -312,6 +352,8 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     # an in-place call's scalars are checked by its own overload: eager words some errors apart
     vinfo = info if validate is None else op_info(validate)
     if vinfo.value_check is not None:
+        if SOURCED_NUMBERS is not None:
+            SOURCED_NUMBERS.note_checked(vinfo.value_check, args, kwargs)
         vinfo.value_check(*args, **kwargs)
     inputs, attrs, key = convert_args(op, args, kwargs, info)
     if validate is not None:

@@ -34,9 +34,10 @@ def debug_enabled() -> bool:
 
 class Extracted:
     """One traced program: replay state for one key of non-tensor arguments."""
-    __slots__ = ("hash", "matcher", "outputs", "mutated", "container", "structure")
+    __slots__ = ("hash", "matcher", "outputs", "mutated", "container", "structure", "checks")
 
     def __init__(self, h, matcher, outputs, mutated, container, structure):
+        self.checks = ()  # value checks to run on fed numbers (input_items.run_checks)
         self.hash, self.matcher, self.outputs, self.mutated = h, matcher, outputs, mutated
         self.container = container  # None for a single output, else tuple or list
         self.structure = structure  # views and aliasing of the tensor arguments it was traced on
@@ -46,11 +47,29 @@ def _key(args, _Tensor=torch.Tensor):
     return tuple([a for a in args if not isinstance(a, _Tensor)])
 
 
+def _placeholder_values(gm) -> list:
+    return [n.meta.get("val", n.meta.get("example_value")) for n in gm.graph.nodes
+            if n.op == "placeholder"]
+
+
+def _int_inputs(gm) -> tuple:
+    """Positions of int arguments (SymInt placeholders: Dynamo passes an int that changed between
+    calls so) that are not a tensor argument's size: those are keyed by the shapes anyway."""
+    vals = _placeholder_values(gm)
+    sizes = set()
+    for v in vals:
+        if isinstance(v, torch.Tensor):
+            for d in v.shape:
+                if isinstance(d, torch.SymInt):
+                    sizes |= d.node.expr.free_symbols
+    return tuple(i for i, v in enumerate(vals) if isinstance(v, torch.SymInt)
+                 and not v.node.expr.free_symbols & sizes)
+
+
 def _symbolic_inputs(gm) -> tuple:
     """Positions of placeholders whose example value has a symbolic or unknown shape."""
     out = []
-    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
-        val = node.meta.get("val", node.meta.get("example_value"))
+    for i, val in enumerate(_placeholder_values(gm)):
         if isinstance(val, torch.Tensor):
             if any(not isinstance(d, int) for d in val.shape):
                 out.append(i)
@@ -76,10 +95,12 @@ def _is_lazy(a) -> bool:
     return isinstance(a, torch.Tensor) and a.device.type == "lazyxla"
 
 
-def extract(gm, args, name="graph", attrs=()) -> Extracted:
+def extract(gm, args, name="graph", attrs=(), warm_up=True) -> Extracted:
     """Trace `gm` on `args` through the lazy runtime, compile without running, undo the trace.
     `attrs`: the lazyxla tensors the graph reads as attributes (Dynamo lifts optimizer state so);
-    they are inputs like the arguments, following them in the matcher's and mutations' numbering."""
+    they are inputs like the arguments, following them in the matcher's and mutations' numbering.
+    `warm_up=False`: remember the program, compile it at its first call (a trace with stand-ins,
+    which may not be the program the bridge keeps)."""
     metrics.counter_inc("DynamoExtractCompiledGraph")
     executor.sync_all()  # so that clearing the trace's IR afterwards cannot drop the user's work
     call_args, args = args, tuple(args) + tuple(attrs)
@@ -121,7 +142,8 @@ def extract(gm, args, name="graph", attrs=()) -> Extracted:
         if roots:
             graph = cut(roots)
             executor.CACHE.remember(graph.spec)
-            executor.executable_for(graph.spec)  # warm-up compile: nothing is executed
+            if warm_up:
+                executor.executable_for(graph.spec)  # warm-up compile: nothing is executed
             matcher = InputMatcher(graph, args, start, sources, mutates=bool(mut_slots))
             h = graph.spec.hash
             if debug_enabled():
@@ -148,6 +170,10 @@ def _print_debug(gm, name, graph):
     print(f"[lazyxla dynamo] {name}: IR\n{graph.spec.text()}")
 
 
+# Numbers (the `.item()` inputs as one, each int argument) tried one at a time, two traces each,
+# where feeding them all makes no one program; with more, all are keyed.
+_MOST_NUMBERS_TRIED = 6
+
 # A graph that changes shape on every call (a generation loop's growing cache) would log a line
 # per call: the first few are warnings, the rest debug messages (the report keeps every cause).
 _RETRACES_LOGGED = 3
@@ -165,26 +191,31 @@ class Bridge:
         # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
         # a partition of a dynamic graph may see a new length only through a tensor's shape.
         self.shape_positions = _symbolic_inputs(gm)
-        # Inputs the graph reads with .item() (floats Dynamo passes as 0-dim CPU tensors): fed to
-        # the program on every call where that makes the same program (input_items.py), else
-        # their values join the key, as a Python float argument's would.
+        # Inputs the graph reads with .item() (floats Dynamo passes as 0-dim CPU tensors) and int
+        # arguments: fed to the program on every call where that makes the same program
+        # (input_items.py), else their values join the key, as a Python float argument's would.
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.item_positions = tuple(i for i, n in enumerate(placeholders)
                                     if any(is_input_item(u) for u in n.users))
-        self.feed = items.ItemFeed.of(gm, self.item_positions) if self.item_positions and \
-            envflags.flag("LAZYXLA_FEED_ITEM_INPUTS", True) else None
-        self.items_fed = self.feed is not None
+        self.int_positions = _int_inputs(gm)
+        self._use_feed(items.ItemFeed.of(gm, self.item_positions, self.int_positions) if (
+            self.item_positions or self.int_positions)
+            and envflags.flag("LAZYXLA_FEED_ITEM_INPUTS", True) else None)
         self.attrs = _attribute_tensors(gm)
         # Set once an argument came as another view (or with other aliasing) than traced: from
         # then on the structure of the tensor arguments joins the key.
         self.by_structure = False
 
     def _key(self, args):
-        key = _key(args)
+        if self.unkeyed:
+            key = tuple([a for i, a in enumerate(args)
+                         if i not in self.unkeyed and not isinstance(a, torch.Tensor)])
+        else:
+            key = _key(args)
         if self.shape_positions:
             key += tuple(tuple(getattr(args[i], "shape", ())) for i in self.shape_positions)
-        if self.item_positions and not self.items_fed:
-            key += tuple(args[i].item() for i in self.item_positions)
+        if self.keyed_items:
+            key += tuple(args[i].item() for i in self.keyed_items)
         if self.by_structure:
             key += (structure(args + self.attrs),)
         return key
@@ -205,18 +236,49 @@ class Bridge:
                 log.debug("lazyxla: re-extracting %s: %s", self.name, cause)
         if self.items_fed:
             entry = self._extract_feeding_items(args)
+            if entry is None:
+                entry = self._feed_what_can_be_fed(args)
             if entry is not None:
-                self.programs[key] = entry
+                self.programs[self._key(args)] = entry
                 return entry
-            self._stop_feeding()
             key = self._key(args)
         entry = self.programs[key] = extract(self.gm, args, self.name, self.attrs)
         return entry
 
+    def _use_feed(self, feed):
+        """Feed what `feed` feeds (None: nothing); the other `.item()` inputs and int arguments
+        join the key by value."""
+        self.feed = feed
+        self.items_fed = feed is not None  # (feeding any number)
+        self.unkeyed = feed.int_positions if feed else ()  # fed ints: not in the key
+        self.keyed_items = tuple(i for i in self.item_positions
+                                 if feed is None or i not in feed.item_positions)
+
     def _stop_feeding(self):
-        """From now on the `.item()` inputs are keyed by their values, like any float argument."""
-        self.items_fed = False
+        """From now on the `.item()` inputs and int arguments are keyed by their values."""
+        self._use_feed(None)
         self.programs.clear()
+
+    def _feed_what_can_be_fed(self, args):
+        """Where feeding every number makes no one program: the numbers that do, tried one at a
+        time (the `.item()` inputs together), or None, everything keyed by value."""
+        groups = ([("items", self.item_positions)] if self.item_positions else []) + \
+            [("ints", (i,)) for i in sorted(self.feed.int_positions)]
+        self._stop_feeding()
+        if not 2 <= len(groups) <= _MOST_NUMBERS_TRIED:
+            return None
+        chosen, kept, entry = {"items": (), "ints": ()}, None, None
+        for kind, positions in groups:
+            trial = dict(chosen, **{kind: chosen[kind] + positions})
+            feed = items.ItemFeed.of(self.gm, trial["items"], trial["ints"])
+            if feed is None or feed.int_positions != frozenset(trial["ints"]):
+                continue
+            self._use_feed(feed)
+            found = self._extract_feeding_items(args)
+            if found is not None:
+                chosen, kept, entry = trial, feed, found
+        self._use_feed(kept)
+        return entry
 
     def _extract_feeding_items(self, args):
         """The program with the item inputs as runtime scalars, if a second trace with other
@@ -224,23 +286,28 @@ class Bridge:
         sets = self.feed.stand_ins(args)
         if sets is None:
             return None
-        traces = []
+        traces, tracings = [], []
         try:
             for stand_ins in sets:
                 with items.traced_with(stand_ins) as tracing:
-                    traces.append(extract(self.feed.reading_gm, args, self.name, self.attrs))
+                    traces.append(extract(self.feed.reading_gm, args, self.name, self.attrs,
+                                          warm_up=False))
+                tracings.append(tracing)
                 if tracing.ambiguous:
-                    log.debug("lazyxla: %s keys its .item() inputs by value: two fed floats "
-                              "were equal", self.name)
+                    log.debug("lazyxla: %s keys its number inputs by value: two fed numbers were "
+                              "equal, or a value-checked op took one", self.name)
                     return None
         except Exception as e:  # (a stand-in out of an op's range): keyed by the values
-            log.debug("lazyxla: %s keys its .item() inputs by value: %s", self.name, e)
+            log.debug("lazyxla: %s keys its number inputs by value: %s", self.name, e)
             return None
         entry, check = traces
-        if not items.same_program(entry, check):
-            log.debug("lazyxla: %s keys its .item() inputs by value: the program depends on them "
+        if not items.same_program(entry, check) or not self.feed.agree(args, tracings):
+            log.debug("lazyxla: %s keys its number inputs by value: the program depends on them "
                       "beyond its runtime scalars", self.name)
             return None
+        entry.checks = tracings[0].checks
+        if entry.hash is not None:
+            executor.executable_for(executor.CACHE.spec(entry.hash))  # warm-up compile
         return entry
 
     def __call__(self, *call_args, _retried=False):
@@ -251,24 +318,25 @@ class Bridge:
             key = self._key(call_args)  # (without the item values if they are fed from now on)
         self.last_key = key
         args = call_args + self.attrs if self.attrs else call_args
-        if entry.hash is None:  # nothing to compute: outputs are inputs, constants, ints
-            return _pack(entry, entry.outputs([], args))
+        fed = ()
+        if self.items_fed:
+            try:
+                fed = self.feed.values(call_args)
+            except items.NotFeedable as e:
+                if _retried:
+                    raise
+                self._stop_feeding()
+                log.warning("lazyxla: %s keys its number inputs by value from now on: %s",
+                            self.name, e)
+                return self(*call_args, _retried=True)
+            if entry.checks:
+                items.run_checks(entry.checks, fed)
+        if entry.hash is None:  # nothing to compute: outputs are inputs, constants, numbers
+            return _pack(entry, entry.outputs([], args, fed))
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
         _counters["RunCachedGraph"] += 1
         try:
-            if self.items_fed:
-                try:
-                    fed = self.feed.values(call_args)
-                except items.NotFeedable as e:
-                    if _retried:
-                        raise
-                    self._stop_feeding()
-                    log.warning("lazyxla: %s keys its .item() inputs by value from now on: %s",
-                                self.name, e)
-                    return self(*call_args, _retried=True)
-                feed = entry.matcher(args, fed)
-            else:
-                feed = entry.matcher(args)
+            feed = entry.matcher(args, fed)
         except InputStructureChanged as e:
             if _retried:
                 raise
@@ -290,7 +358,7 @@ class Bridge:
         for j, slot, shape, dtype in entry.mutated:  # in-place updates, applied exactly once
             args[j].untyped_storage()._lazyxla.root.write(
                 _Node(DATA, (), None, shape, dtype, data=results[slot]))
-        return _pack(entry, entry.outputs(results, args))
+        return _pack(entry, entry.outputs(results, args, fed))
 
 
 def _pack(entry, outs):

@@ -1,20 +1,24 @@
-"""Floats a graph reads from its inputs with `.item()`, fed to its program on every call.
+"""Numbers a graph takes from its inputs, fed to its program on every call.
 
 Dynamo passes a Python float that changes between calls (an optimizer's learning rate under a
 scheduler) as a 0-dim CPU tensor and reads it with `.item()` inside the graph; the optimizer may
-go on with Python arithmetic (`-lr`, `1 - lr * weight_decay`). Keyed by value, every new value
-re-traced the graph: a compiled optimizer step with any scheduler re-traced on every step.
+go on with Python arithmetic (`-lr`, `1 - lr * weight_decay`). A Python int that changes (a
+timestep, a step count) arrives as an int argument (a SymInt placeholder). Keyed by value, every
+new value re-traced the graph: a compiled optimizer step with any scheduler re-traced on every step.
 
-Instead, where the reads and the arithmetic on them (+ - * / ** and negation: no branches) feed
-only torch ops, every call computes those floats in Python (ItemFeed.values) and feeds them to the
+Instead, where those numbers and the arithmetic on them (+ - * / ** and negation: no branches)
+feed only torch ops, every call computes them in Python (ItemFeed.values) and feeds them to the
 program as runtime scalars. To find which runtime scalars they are, the bridge traces the graph
-with stand-ins for the reads, binary fractions unlike the graph's other numbers; the recorder
-ties a runtime scalar holding one of the resulting values to that float (dispatch.SOURCED_FLOATS).
+with stand-ins for the inputs, numbers unlike the graph's others (binary fractions for floats,
+large odd ints for ints); the recorder ties a runtime scalar holding one of the resulting values
+to that number (dispatch.SOURCED_NUMBERS).
 
-That is right only if the program depends on the floats through those scalars alone: an op may
-take one as an attribute, or a PyTorch kernel compute with it before lazyxla records. So the graph
-is traced twice, with two sets of stand-ins, and fed only if both traces make the same program:
-the same hash, inputs, constants and outputs. Otherwise it stays keyed by the values."""
+That is right only if the program depends on the numbers through those scalars alone: an op may
+take one as an attribute (a shape, a dim), or a PyTorch kernel compute with it before lazyxla
+records. So the graph is traced twice, with two sets of stand-ins, and fed only if both traces make
+the same program: the same hash, inputs, constants and outputs. Otherwise it stays keyed by the
+values. Ops whose scalar values lazyxla checks as it records (`x.fill_(300)` of an int8 x raises,
+as in eager) have those checks run on every call's fed values (run_checks)."""
 from __future__ import annotations
 
 import contextlib
@@ -37,40 +41,55 @@ _ARITHMETIC = frozenset({operator.add, operator.sub, operator.mul, operator.true
 # (torch.mul, torch._foreach_div_) and aten overloads.
 _TORCH_BUILTIN_MODULES = frozenset({"torch", "torch._C._nn", "torch._C._linalg", "torch._C._special",
                                     "torch._C._fft"})
-# Two affine maps from a read to its stand-ins: binary fractions that no graph's constants are
-# likely to hold.
+# Two affine maps from a float read to its stand-ins: binary fractions that no graph's constants
+# are likely to hold.
 _MAPS = ((1.0625, 2.0 ** -7 + 2.0 ** -20), (0.9375, 3 * 2.0 ** -8 + 2.0 ** -21))
+# An int argument's stand-ins: odd numbers no graph is likely to hold, apart by more than a
+# small formula moves them (n + 1, 2 * n).
+_INT_STAND_INS = (1_000_003, 3_000_017)
+_INT_STEP = 10_007
+_INT64 = (-2 ** 63, 2 ** 63)
 
 
 class NotFeedable(Exception):
-    """This call's floats are not all floats (a power of a negative number is complex)."""
+    """This call's numbers do not have the types traced (a power of a negative number is complex,
+    `n ** -1` a float) or an int does not fit in int64."""
 
 
 class _Tracing:
-    """While the bridge traces with stand-ins: the stand-in of each read, and whether two fed
-    floats (or a float and a non-float) could not be told apart."""
+    """While the bridge traces with stand-ins: the stand-in of each input, the type of each fed
+    number, and whether two fed numbers (or a fed number and another) could not be told apart."""
     def __init__(self, stand_ins):
-        self.stand_ins, self.ambiguous = stand_ins, False
+        self.stand_ins, self.ambiguous, self.types, self.checks = stand_ins, False, {}, ()
 
 
 _tracing: _Tracing | None = None
 
 
 def _fed(k, value):
-    """Registers the k-th fed float's traced value, so that the recorder can tie it to k."""
+    """Registers the k-th fed number's traced value, so that the recorder can tie it to k."""
     t = _tracing
     if t is not None:
-        known = dispatch.SOURCED_FLOATS.get(value, k) if type(value) is float else None
-        if known != k or not math.isfinite(value):
-            t.ambiguous = True
+        tv = type(value)
+        t.types[k] = tv
+        if tv is float and math.isfinite(value) or tv is int:
+            known = dispatch.SOURCED_NUMBERS.setdefault((tv, value), k)
         else:
-            dispatch.SOURCED_FLOATS[value] = k
+            known = None
+        if known != k:
+            t.ambiguous = True
     return value
 
 
 def _read(k, x):
     t = _tracing
     return _fed(k, x.item() if t is None else t.stand_ins[k])
+
+
+def _arg(k, n):
+    """An int argument, fed as the k-th number."""
+    t = _tracing
+    return _fed(k, n if t is None else t.stand_ins[k])
 
 
 def _computing(fn):
@@ -84,7 +103,8 @@ _COMPUTE = {fn: _computing(fn) for fn in _ARITHMETIC}  # (FX prints no builtin a
 
 
 class ItemFeed:
-    """The fed floats of one graph: its `.item()` reads of inputs and the arithmetic on them."""
+    """The fed numbers of one graph: its `.item()` reads of inputs, its int arguments, and the
+    arithmetic on them."""
 
     def __init__(self, gm, fed):
         # One index per distinct computation: Dynamo writes `-lr` once per parameter of a
@@ -93,6 +113,8 @@ class ItemFeed:
         for n in fed:
             if n.op == "call_method":
                 sig = ("read", n.args[0])
+            elif n.op == "placeholder":
+                sig = ("arg", n)
             else:
                 sig = (n.target,) + tuple(("fed", index[a]) if isinstance(a, torch.fx.Node)
                                           else (type(a), repr(a)) for a in n.args)
@@ -101,58 +123,112 @@ class ItemFeed:
                 first.append(n)
             index[n] = signature[sig]
         self.reads = [k for k, n in enumerate(first) if n.op == "call_method"]
+        self.args = [k for k, n in enumerate(first) if n.op == "placeholder"]
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.int_positions = frozenset(i for i, n in enumerate(placeholders) if n in index)
+        read = {n.args[0] for n in fed if n.op == "call_method"}
+        self.item_positions = frozenset(i for i, n in enumerate(placeholders) if n in read)
         self.reading_gm = _rewrite(gm, index)
         self.values_fn = _values_module(gm, fed, first)
         self._values = self.values_fn.forward  # (every call: without nn.Module's __call__)
+        self.types = None  # each fed number's type, set when a trace with stand-ins agrees
 
     @classmethod
-    def of(cls, gm, positions):
-        """The feed of gm's reads of the placeholders at `positions`, or None where a read or a
-        float computed from one reaches anything but torch ops and that arithmetic."""
+    def of(cls, gm, positions, int_positions=()):
+        """The feed of gm's reads of the placeholders at `positions` and of its int arguments at
+        `int_positions`, or None where none is left. A read, or a number computed from one, that
+        reaches anything but torch ops and that arithmetic gives None; an int argument that does
+        is left out (keyed)."""
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         targets = {placeholders[i] for i in positions}
-        fed, seen = [], set()
-        for n in gm.graph.nodes:
-            if _is_read(n, targets) or _is_arithmetic_on(n, seen.__contains__):
+        ints = {placeholders[i] for i in int_positions}
+        while True:
+            fed, roots = [], {}
+            for n in gm.graph.nodes:
+                if n in ints:
+                    roots[n] = {n}
+                elif _is_read(n, targets):
+                    roots[n] = {None}
+                elif _is_arithmetic_on(n, roots.__contains__):
+                    roots[n] = set().union(*(roots[a] for a in n.all_input_nodes))
+                else:
+                    continue
                 fed.append(n)
-                seen.add(n)
-        if not fed or any(u not in seen and not _takes_floats_unchanged(u, n) for n in fed for u in n.users):
-            return None
-        return cls(gm, fed)
+            bad = set().union(*(roots[n] for n in fed
+                                if any(u not in roots and not _takes_floats_unchanged(u, n)
+                                       for u in n.users)))
+            if None in bad:
+                return None
+            if not bad:
+                return cls(gm, fed) if fed else None
+            ints -= bad
 
     def values(self, args) -> tuple:
         vals = self._values(*args)
+        if tuple(map(type, vals)) != self.types:
+            raise NotFeedable(f"the numbers computed from the graph's inputs are {vals}, of "
+                              f"other types than traced ({', '.join(t.__name__ for t in self.types)})")
         for v in vals:
-            if type(v) is not float:
-                raise NotFeedable(f"a float computed from the graph's .item() inputs is {v!r}")
+            if type(v) is int and not _INT64[0] <= v < _INT64[1]:
+                raise NotFeedable(f"the int {v} does not fit in int64")
         return vals
 
     def stand_ins(self, args) -> tuple | None:
-        """Two sets of stand-ins for the reads ({index: value}), or None where a read is not a
-        finite float."""
+        """Two sets of stand-ins for the reads and int arguments ({index: value}), or None where
+        a read is not a finite float or an argument not an int."""
         values = self.values_fn(*args)
         reads = {k: values[k] for k in self.reads}
         if not all(type(v) is float and math.isfinite(v) for v in reads.values()):
             return None
+        if not all(type(values[k]) is int for k in self.args):
+            return None
         # (offset by the read's number: two reads of equal values get apart stand-ins)
         sets = tuple({k: v * a + b * (1 + i) for i, (k, v) in enumerate(reads.items())}
                      for a, b in _MAPS)
+        for s, base in zip(sets, _INT_STAND_INS):
+            s.update({k: base + 2 * _INT_STEP * i for i, k in enumerate(self.args)})
         if any(len(set(s.values())) != len(s) for s in sets):
             return None
         return sets
 
+    def agree(self, args, tracings) -> bool:
+        """Whether the traces with stand-ins fed numbers of the types this call's values have;
+        if so, those types are what every later call must give."""
+        types = tuple(map(type, self.values_fn(*args)))
+        if any(tuple(t.types.get(k) for k in range(len(types))) != types for t in tracings):
+            return False
+        self.types = types
+        return True
+
 
 @contextlib.contextmanager
 def traced_with(stand_ins):
-    """Trace with `stand_ins` for the reads; yields the _Tracing, whose `ambiguous` says whether
-    the trace could tell every fed float apart."""
+    """Trace with `stand_ins` for the reads and int arguments; yields the _Tracing, whose
+    `ambiguous` says whether the trace could tell every fed number apart, `checks` which value
+    checks took one."""
     global _tracing
-    saved = _tracing, dispatch.SOURCED_FLOATS
-    _tracing, dispatch.SOURCED_FLOATS = _Tracing(stand_ins), {}
+    saved = _tracing, dispatch.SOURCED_NUMBERS
+    _tracing, dispatch.SOURCED_NUMBERS = _Tracing(stand_ins), dispatch.SourcedNumbers()
     try:
         yield _tracing
     finally:
-        _tracing, dispatch.SOURCED_FLOATS = saved
+        _tracing.checks = tuple(dispatch.SOURCED_NUMBERS.checks)
+        _tracing, dispatch.SOURCED_NUMBERS = saved
+
+
+def run_checks(checks, fed) -> None:
+    """The value checks a fed program's ops made as they recorded, on this call's fed values."""
+    for check, args, kwargs in checks:
+        check(*_put(args, fed), **{n: _put(v, fed) for n, v in kwargs.items()})
+
+
+def _put(v, fed):
+    tv = type(v)
+    if tv is dispatch.FedNumber:
+        return fed[v.k]
+    if tv is list or tv is tuple:
+        return tv(_put(x, fed) for x in v)
+    return v
 
 
 def is_float_of_read_only_inputs(n) -> bool:
@@ -181,8 +257,10 @@ def _is_arithmetic_on(n, is_fed) -> bool:
 def _takes_floats_unchanged(user, read) -> bool:
     if user.op == "call_method":  # a Tensor method, the float an argument (never the receiver)
         return bool(user.args) and user.args[0] is not read
+    if user.op == "output":  # returned: this call's value (outputs.FED)
+        return True
     if user.op != "call_function":
-        return False  # the graph's output, or a module call
+        return False  # a module call
     t = user.target
     if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
@@ -199,6 +277,11 @@ def _rewrite(gm, index):
     graph.output(graph.graph_copy(gm.graph, env))
     for old, k in index.items():
         new = env[old]
+        if old.op == "placeholder":  # an int argument: its uses read it through _arg
+            with graph.inserting_after(new):
+                call = graph.call_function(_arg, (k, new))
+            new.replace_all_uses_with(call, delete_user_cb=lambda user: user is not call)
+            continue
         with graph.inserting_before(new):
             if old.op == "call_method":
                 call = graph.call_function(_read, (k, new.args[0]))
@@ -219,7 +302,8 @@ def _values_module(gm, fed, outputs):
         if n.op == "placeholder":
             env[n] = graph.node_copy(n)
     for n in fed:
-        env[n] = graph.node_copy(n, lambda a: env[a])
+        if n.op != "placeholder":  # (an int argument is its own value)
+            env[n] = graph.node_copy(n, lambda a: env[a])
     graph.output(tuple(env[n] for n in outputs))
     out = torch.fx.GraphModule(torch.nn.Module(), graph)
     out.recompile()

@@ -4,17 +4,19 @@ Each FX output is one of: computed by the program (an output slot); an input ret
 tensor object, holding its updated value if the graph wrote it); a view of an input (a new view
 of that input's buffer, so it aliases the input as in eager); one of several outputs that share a
 computed buffer (`y, y.t()`: views of one new buffer per call, as eager's); a duplicate of an
-earlier output (the same tensor object); None; an integer (SymInt outputs are fixed per
-non-tensor-argument key); or device data captured by the trace."""
+earlier output (the same tensor object); None; a number (SymInt outputs are fixed per
+non-tensor-argument key), or one of the numbers the bridge feeds (input_items.py), returned as
+this call's value; or device data captured by the trace."""
 from __future__ import annotations
 
 import torch
 
+from lazyxla.device import dispatch
 from lazyxla.ir import buffer as buf
 from lazyxla.ir import meta
 from lazyxla.ir.node import DATA, Node
 
-SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED = range(8)
+SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED = range(9)
 
 
 class OutputHandler:
@@ -37,7 +39,9 @@ class OutputHandler:
             if o is None:
                 recipe.append((NONE, None))
             elif isinstance(o, (int, float, bool, torch.SymInt)) and not isinstance(o, torch.Tensor):
-                recipe.append((INT, int(o) if isinstance(o, torch.SymInt) else o))
+                k = _fed_index(o)
+                recipe.append((FED, k) if k is not None else
+                              (INT, int(o) if isinstance(o, torch.SymInt) else o))
             elif not isinstance(o, torch.Tensor):
                 raise TypeError(f"lazyxla bridge: unsupported graph output {type(o)}")
             elif id(o) in seen:
@@ -70,7 +74,8 @@ class OutputHandler:
         self.slots_only = tuple(v[:3] for _, v in recipe) if all(
             k == SLOT and v[3] is None for k, v in recipe) else None
 
-    def __call__(self, results, args):
+    def __call__(self, results, args, fed=()):
+        """fed: this call's values of the numbers the bridge feeds."""
         if self.slots_only is not None:
             return [_new_tensor(_Buffer(_Node(DATA, (), None, shape, dtype, data=results[i])), shape, dtype)
                     for i, shape, dtype in self.slots_only]
@@ -87,6 +92,8 @@ class OutputHandler:
                 out.append(None)
             elif kind == INT:
                 out.append(v)
+            elif kind == FED:
+                out.append(fed[v])
             elif kind == SHARED:
                 g, chain, shape, dtype, geometry = v
                 b = shared[g]
@@ -102,6 +109,13 @@ class OutputHandler:
                 array, dtype, layout = v
                 out.append(buf.wrap_node(_data(array, dtype), layout))
         return out
+
+
+def _fed_index(number):
+    """The index of the fed number `number` stands for, while the bridge traces with stand-ins."""
+    sourced = dispatch.SOURCED_NUMBERS
+    t = type(number)
+    return sourced.get((t, number)) if sourced is not None and (t is int or t is float) else None
 
 
 def _shared_roots(outputs, args, arg_of_root) -> set:

@@ -103,6 +103,7 @@ def _alpha_check(op):
             alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
             if type(alpha) is not int:
                 eager(*args, **kwargs)
+    fn.by_type = True  # (a fed number keeps its type: a fed program need not run it again)
     return fn
 
 

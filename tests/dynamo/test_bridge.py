@@ -500,8 +500,8 @@ def test_dropout_differs_per_call_and_is_seeded():
 
 
 def test_retrace_logs_its_cause(caplog, fresh_metrics):
-    def f(x, n):
-        return x * n
+    def f(x, n):  # (n a length: the program depends on it)
+        return torch.arange(n, device=x.device) * x.sum()
     cf = torch.compile(f, backend="lazyxla", dynamic=True)
     x = torch.ones(3).to(D)
     cf(x, 2)

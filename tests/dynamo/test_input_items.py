@@ -77,11 +77,18 @@ def test_a_float_an_op_takes_as_an_attribute_stays_keyed_by_value():
     assert made[1:] == [1, 0, 1] and made[0] >= 1
 
 
-def test_a_float_returned_from_the_graph_stays_keyed_by_value():
+def test_a_float_returned_from_the_graph_is_this_calls_value():
     def body(g, x, s):
         return (g.call_function(aten.mul.Tensor, (x, s)), g.call_function(operator.mul, (s, 2)))
-    made = _calls(_graph(body), [0.5, 0.75, 0.5], lambda x, s: (x * s, s * 2))
-    assert made == [1, 1, 0]
+    made = _calls(_graph(body), [0.5, 0.75, 0.5, -3.0], lambda x, s: (x * s, s * 2))
+    assert made == [2, 0, 0, 0]
+
+
+def test_a_graph_that_only_returns_a_float_computed_from_a_read_has_no_program():
+    def body(g, x, s):
+        return (x, g.call_function(operator.sub, (s, 1)))
+    made = _calls(_graph(body), [0.5, 0.25, 4.0], lambda x, s: (x, s - 1))
+    assert made == [2, 0, 0]
 
 
 def test_a_float_that_stops_being_real_is_keyed_from_then_on(caplog):

@@ -2,8 +2,10 @@
 writes to the inputs and through views of them, returned views and inputs, reductions, matmuls,
 a graph break on .item(), control flow on shapes), each called four times on fresh values (with
 `--dynamic`: on new shapes too, under dynamic=True; with `--no-grad`: under torch.no_grad(), which
-hands the bridge Dynamo's own graph instead of aot_autograd's), masked writes among them. Outputs, their strides (of dims longer than
-one) and the inputs' final values compared. Dynamo's TorchRuntimeError wrapping eager's
+hands the bridge Dynamo's own graph instead of aot_autograd's; with `--ints`: with an int argument
+`k`, new on each call, used as a scalar, in Python arithmetic, as a bound and as a shift), masked
+writes among them. Outputs, their strides (of dims longer than one) and the inputs' final values
+compared. Dynamo's TorchRuntimeError wrapping eager's
 RuntimeError of a bad program counts as the same error (it does so for every backend)."""
 import random
 import sys
@@ -17,6 +19,8 @@ from _driver import close, define, main, outcome
 D = lazyxla.device()
 DYNAMIC = "--dynamic" in sys.argv
 NO_GRAD = "--no-grad" in sys.argv
+INTS = "--ints" in sys.argv
+FLAGS = ("--dynamic", "--no-grad", "--ints")
 torch._dynamo.config.cache_size_limit = 1000
 
 STATEMENTS = [
@@ -36,11 +40,20 @@ STATEMENTS = [
     "t{n} = {x}.clone(); t{n}[{y}[:, 0] > 0, torch.tensor([0, 1], device={x}.device)] = 1.0",
 ]
 
+# With --ints: statements on the int argument k (fed to the program where it is only a scalar)
+INT_STATEMENTS = [
+    "t{n} = {x} * k", "t{n} = {x} + (k + 1) * 0.5", "t{n} = {x} - k * {y}", "{inp}.add_(k)",
+    "t{n} = {x}.clamp(max=k)", "t{n} = torch.full_like({x}, k) + {y}", "t{n} = {x}[:k]",
+    "t{n} = {x}.roll(k, 0)", "t{n} = {x} / (k * k + 1)", "t{n} = {x}.sum() * k - k",
+    "t{n} = {x} * (k // 2)", "t{n} = {x}.pow(k % 3)", "{inp}.mul_(k - 1)",
+]
+
 
 def _function(r):
     lines, names = [], ["a", "b"]
+    pool = STATEMENTS + INT_STATEMENTS * 2 if INTS else STATEMENTS
     for n in range(r.randint(1, 6)):
-        line = r.choice(STATEMENTS).format(n=n, x=r.choice(names), y=r.choice(names),
+        line = r.choice(pool).format(n=n, x=r.choice(names), y=r.choice(names),
                                            inp=r.choice(["a", "b"]), rows=r.randint(1, 3))
         lines.append(line)
         if line.startswith(f"t{n} "):
@@ -48,7 +61,7 @@ def _function(r):
     # every result is returned: Dynamo drops dead code, and a dead statement that raises in eager
     # would not raise compiled (under any backend)
     returned = names[2:] + r.sample(["a", "b"], r.randint(0 if len(names) > 2 else 1, 2))
-    return "def f(a, b):\n" + "".join(f"    {s}\n" for s in lines) + f"    return ({', '.join(returned)},)\n"
+    return f"def f(a, b{', k' if INTS else ''}):\n" + "".join(f"    {s}\n" for s in lines) + f"    return ({', '.join(returned)},)\n"
 
 
 def _layout(t):  # strides of dims of one element are arbitrary
@@ -67,11 +80,12 @@ def run(seed):
                 rows, cols = r.randint(2, 5), r.randint(2, 5)
             g = torch.Generator().manual_seed(seed * 10 + call)
             a0, b0 = torch.randn(rows, cols, generator=g), torch.randn(rows, cols, generator=g)
+            k = (r.randint(-4, 6),) if INTS else ()
 
             def program(fn, dev):
                 a, b = a0.clone().to(dev), b0.clone().to(dev)
                 with torch.set_grad_enabled(not NO_GRAD):
-                    outs = fn(a, b)
+                    outs = fn(a, b, *k)
                 return [o.detach().cpu() for o in outs] + [a.cpu(), b.cpu()], [_layout(o) for o in outs]
             want, got = outcome(lambda: program(f, "cpu")), outcome(lambda: program(compiled, D))
             if want[0] == got[0] == "error" and (want[1], got[1]) == ("RuntimeError", "TorchRuntimeError"):
@@ -89,4 +103,4 @@ def run(seed):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run, [a for a in sys.argv[1:] if a not in ("--dynamic", "--no-grad")]))
+    raise SystemExit(main(run, [a for a in sys.argv[1:] if a not in FLAGS]))
