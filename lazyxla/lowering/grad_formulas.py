@@ -1,0 +1,294 @@
+"""Gradient formulas that do not read the device.
+
+Some of PyTorch's backward formulas look at values on the host to pick a path, or select with a
+mask (a result whose size depends on the data). On lazyxla each such read synced the step in the
+middle of the backward (and `nonzero` ran on the CPU). lazyxla registers autograd kernels for
+those ops that compute every case with the same ops; PyTorch itself takes such paths for tensor
+subclasses and CUDA tensors:
+
+- prod: each element's gradient is the product of the elements before it times the product of
+  those after it (two exclusive cumulative products), exact with zeros. (PyTorch counted the
+  zeros: two reads, then `nonzero` on the CPU.)
+- cumprod, first order: before the first zero of a slice, eager's own `sum_{k>=j} g_k y_k / x_j`;
+  at the first zero, the same sum with that zero taken as 1; after it, 0 (every product holds the
+  first zero). Where the gradient must itself be differentiable (create_graph, or a traced
+  backward), the exact O(n^2) form PyTorch uses there: for each j, the cumulative product with
+  x_j taken as 1. (PyTorch asked `(x == 0).any()`: NeRF's transmittance, stick-breaking weights.)
+- max(), min(), median(), nanmedian() of a whole tensor: the gradient spread evenly over the
+  elements equal to the result (NaN counting as equal to a NaN result), as CUDA's formula.
+  (PyTorch's CPU formula read whether the result is NaN.)
+- masked_scatter's source: element i gets the gradient at the i-th selected position, found by
+  a running count of the mask (PyTorch selected with masked_select: VLMs merging image features).
+- masked_fill's and index_fill's tensor value: the sum of the gradient where the value was
+  written (PyTorch's index_fill formula ran `_unique` on the CPU).
+"""
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _below_autograd():
+    return torch._C._AutoDispatchBelowAutograd()
+
+
+def _others_product(x, dim):
+    """For each element along dim, the product of the other elements."""
+    n = x.shape[dim]
+    ones = torch.ones_like(x.narrow(dim, 0, 1))
+    before = torch.cat([ones, x.narrow(dim, 0, n - 1)], dim).cumprod(dim)
+    after = torch.cat([ones, x.narrow(dim, 1, n - 1).flip(dim)], dim).cumprod(dim).flip(dim)
+    return before * after
+
+
+def _prod_backward(grad, x, dim, keepdim):
+    if x.dim() == 0:
+        return grad
+    if dim is None:  # the whole tensor: one dim of every element
+        return _prod_backward(grad.reshape(1), x.reshape(-1), 0, True).reshape(x.shape)
+    if not keepdim:
+        grad = grad.unsqueeze(dim)
+    if x.numel() == 0 or x.shape[dim] == 1:
+        return grad.expand(x.shape)
+    return grad * _others_product(x, dim).conj()
+
+
+class _Prod(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim, keepdim, dtype):
+        with _below_autograd():
+            out = (aten.prod.default(x, dtype=dtype) if dim is None
+                   else aten.prod.dim_int(x, dim, keepdim, dtype=dtype))
+        ctx.save_for_backward(x)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        dim = None if ctx.dim is None else ctx.dim % max(x.dim(), 1)
+        g = _prod_backward(grad, x.to(grad.dtype), dim, ctx.keepdim)
+        return g.to(x.dtype), None, None, None
+
+
+def _reversed_cumsum(t, dim):
+    return t.flip(dim).cumsum(dim).flip(dim)
+
+
+def _cumprod_backward(grad, x, y, dim):
+    """First order: O(n), branch-free (masks from the zeros' running count)."""
+    zero = x == 0
+    count = zero.cumsum(dim)
+    before, first = count == 0, zero & (count == 1)
+    one = torch.ones((), dtype=x.dtype, device=x.device)
+    head = _reversed_cumsum(grad * y.conj(), dim) / torch.where(before, x, one).conj()
+    skipped = torch.where(first, one, x).cumprod(dim)  # products with the first zero taken as 1
+    at_first = _reversed_cumsum(grad * skipped.conj(), dim)
+    return torch.where(before, head, torch.where(first, at_first, torch.zeros_like(head)))
+
+
+def _cumprod_backward_differentiable(grad, x, dim):
+    """grad_j = sum_{k>=j} g_k prod_{i<=k, i!=j} x_i, as a differentiable formula: O(n^2)."""
+    xm, gm = x.movedim(dim, -1), grad.movedim(dim, -1)
+    n = xm.shape[-1]
+    eye = torch.eye(n, dtype=torch.bool, device=x.device)
+    one = torch.ones((), dtype=x.dtype, device=x.device)
+    products = torch.where(eye, one, xm.unsqueeze(-2)).cumprod(-1)  # [..., j, k]
+    later = torch.ones(n, n, dtype=torch.bool, device=x.device).triu()  # k >= j
+    out = (torch.where(later, products, torch.zeros_like(products)).conj() * gm.unsqueeze(-2)).sum(-1)
+    return out.movedim(-1, dim)
+
+
+class _Cumprod(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim, dtype):
+        with _below_autograd():
+            y = aten.cumprod.default(x, dim, dtype=dtype)
+        ctx.save_for_backward(x, y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        xg = x.to(grad.dtype)
+        if x.numel() <= 1 or x.dim() == 0:
+            return grad.to(x.dtype), None, None
+        dim = ctx.dim % x.dim()
+        if x.shape[dim] == 1:
+            return grad.to(x.dtype), None, None
+        if torch.is_grad_enabled():
+            g = _cumprod_backward_differentiable(grad, xg, dim)
+        else:
+            g = _cumprod_backward(grad, xg, y.to(grad.dtype), dim)
+        return g.to(x.dtype), None, None
+
+
+def _needs_grad(x) -> bool:
+    return torch.is_grad_enabled() and x.requires_grad
+
+
+def _prod(x, *, dtype=None):
+    if not _needs_grad(x):
+        with _below_autograd():
+            return aten.prod.default(x, dtype=dtype)
+    return _Prod.apply(x, None, False, dtype)
+
+
+def _prod_dim(x, dim, keepdim=False, *, dtype=None):
+    if not _needs_grad(x):
+        with _below_autograd():
+            return aten.prod.dim_int(x, dim, keepdim, dtype=dtype)
+    return _Prod.apply(x, dim, keepdim, dtype)
+
+
+def _cumprod(x, dim, *, dtype=None):
+    if not _needs_grad(x):
+        with _below_autograd():
+            return aten.cumprod.default(x, dim, dtype=dtype)
+    return _Cumprod.apply(x, dim, dtype)
+
+
+def _evenly_distributed(grad, x, value):
+    """The gradient of a whole-tensor max/min/median: spread over the elements equal to it."""
+    mask = (x == value) | (x.isnan() & value.isnan())
+    return torch.where(mask, grad / mask.sum(), torch.zeros((), dtype=grad.dtype, device=grad.device))
+
+
+class _Select(torch.autograd.Function):
+    """max(), min(), median(), nanmedian(): one element's value (or several equal ones)."""
+    @staticmethod
+    def forward(ctx, op, x):
+        with _below_autograd():
+            value = op(x)
+        ctx.save_for_backward(x, value)
+        return value
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, value = ctx.saved_tensors
+        return None, _evenly_distributed(grad, x, value)
+
+
+class _MaskedScatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask, source):
+        with _below_autograd():
+            out = aten.masked_scatter.default(x, mask, source)
+        ctx.save_for_backward(mask)
+        ctx.shape, ctx.source_shape = x.shape, source.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        grad_x = grad_source = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad.masked_fill(mask, 0)
+            if grad_x.shape != ctx.shape:  # (x broadcast to the mask's shape)
+                grad_x = grad_x.sum_to_size(ctx.shape)
+        if ctx.needs_input_grad[2]:
+            grad_source = _masked_scatter_source_grad(grad, mask, ctx.source_shape)
+        return grad_x, None, grad_source
+
+
+def _masked_scatter_source_grad(grad, mask, source_shape):
+    """Source element i took the i-th selected position: its gradient is the gradient there."""
+    n = 1
+    for d in source_shape:
+        n *= d
+    selected = mask.expand(grad.shape).reshape(-1)
+    position = selected.cumsum(0) - 1
+    # unselected positions (and any past the source's end) go to a spare slot, dropped after
+    target = torch.where(selected & (position < n), position, torch.full_like(position, n))
+    out = torch.zeros(n + 1, dtype=grad.dtype, device=grad.device)
+    return out.scatter_add(0, target, grad.reshape(-1))[:n].reshape(source_shape)
+
+
+class _MaskedFill(torch.autograd.Function):
+    """masked_fill with a 0-dim tensor value."""
+    @staticmethod
+    def forward(ctx, x, mask, value):
+        with _below_autograd():
+            out = aten.masked_fill.Tensor(x, mask, value)
+        ctx.save_for_backward(mask)
+        ctx.shape, ctx.value_dtype = x.shape, value.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        grad_x = grad_value = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad.masked_fill(mask, 0)
+            if grad_x.shape != ctx.shape:
+                grad_x = grad_x.sum_to_size(ctx.shape)
+        if ctx.needs_input_grad[2]:
+            zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
+            grad_value = torch.where(mask, grad, zero).sum().to(ctx.value_dtype)
+        return grad_x, None, grad_value
+
+
+class _IndexFill(torch.autograd.Function):
+    """index_fill with a 0-dim tensor value."""
+    @staticmethod
+    def forward(ctx, x, dim, index, value):
+        with _below_autograd():
+            out = aten.index_fill.int_Tensor(x, dim, index, value)
+        ctx.save_for_backward(index)
+        ctx.dim, ctx.value_dtype = dim, value.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        grad_x = grad_value = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad.index_fill(ctx.dim, index, 0)
+        if ctx.needs_input_grad[3]:
+            written = grad.new_zeros(grad.shape, dtype=torch.bool).index_fill(ctx.dim, index, True)
+            zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
+            grad_value = torch.where(written, grad, zero).sum().to(ctx.value_dtype)
+        return grad_x, None, None, grad_value
+
+
+def _index_fill(x, dim, index, value):
+    if not torch.is_grad_enabled() or not (x.requires_grad or value.requires_grad):
+        with _below_autograd():
+            return aten.index_fill.int_Tensor(x, dim, index, value)
+    return _IndexFill.apply(x, dim, index, value)
+
+
+def _selecting(op):
+    def kernel(x):
+        if not _needs_grad(x):
+            with _below_autograd():
+                return op(x)
+        return _Select.apply(op, x)
+    return kernel
+
+
+def _masked_scatter(x, mask, source):
+    if not torch.is_grad_enabled() or not (x.requires_grad or source.requires_grad):
+        with _below_autograd():
+            return aten.masked_scatter.default(x, mask, source)
+    return _MaskedScatter.apply(x, mask, source)
+
+
+def _masked_fill(x, mask, value):
+    if not torch.is_grad_enabled() or not (x.requires_grad or value.requires_grad):
+        with _below_autograd():
+            return aten.masked_fill.Tensor(x, mask, value)
+    return _MaskedFill.apply(x, mask, value)
+
+
+_AUTOGRAD = torch.library.Library("aten", "IMPL")
+for _name in ("max", "min", "median", "nanmedian"):
+    _AUTOGRAD.impl(_name, _selecting(getattr(aten, _name).default), "AutogradPrivateUse1")
+_AUTOGRAD.impl("masked_scatter", _masked_scatter, "AutogradPrivateUse1")
+_AUTOGRAD.impl("masked_fill.Tensor", _masked_fill, "AutogradPrivateUse1")
+_AUTOGRAD.impl("index_fill.int_Tensor", _index_fill, "AutogradPrivateUse1")
+_AUTOGRAD.impl("prod", _prod, "AutogradPrivateUse1")
+_AUTOGRAD.impl("prod.dim_int", _prod_dim, "AutogradPrivateUse1")
+_AUTOGRAD.impl("cumprod", _cumprod, "AutogradPrivateUse1")
