@@ -153,7 +153,18 @@ def _cumprod(x, dim, *, dtype=None):
 def _evenly_distributed(grad, x, value):
     """The gradient of a whole-tensor max/min/median: spread over the elements equal to it."""
     mask = (x == value) | (x.isnan() & value.isnan())
-    return torch.where(mask, grad / mask.sum(), torch.zeros((), dtype=grad.dtype, device=grad.device))
+    return torch.where(mask, grad / mask.sum(), _zero(grad))
+
+
+def _zero(like):
+    return torch.zeros((), dtype=like.dtype, device=like.device)
+
+
+def _unwritten(grad, mask, shape):
+    """The gradient of the input a masked write kept where the mask does not hold (summed to the
+    input's shape where the mask broadcast it)."""
+    g = grad.masked_fill(mask, 0)
+    return g if g.shape == shape else g.sum_to_size(shape)
 
 
 class _Select(torch.autograd.Function):
@@ -185,9 +196,7 @@ class _MaskedScatter(torch.autograd.Function):
         (mask,) = ctx.saved_tensors
         grad_x = grad_source = None
         if ctx.needs_input_grad[0]:
-            grad_x = grad.masked_fill(mask, 0)
-            if grad_x.shape != ctx.shape:  # (x broadcast to the mask's shape)
-                grad_x = grad_x.sum_to_size(ctx.shape)
+            grad_x = _unwritten(grad, mask, ctx.shape)
         if ctx.needs_input_grad[2]:
             grad_source = _masked_scatter_source_grad(grad, mask, ctx.source_shape)
         return grad_x, None, grad_source
@@ -221,12 +230,9 @@ class _MaskedFill(torch.autograd.Function):
         (mask,) = ctx.saved_tensors
         grad_x = grad_value = None
         if ctx.needs_input_grad[0]:
-            grad_x = grad.masked_fill(mask, 0)
-            if grad_x.shape != ctx.shape:
-                grad_x = grad_x.sum_to_size(ctx.shape)
+            grad_x = _unwritten(grad, mask, ctx.shape)
         if ctx.needs_input_grad[2]:
-            zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
-            grad_value = torch.where(mask, grad, zero).sum().to(ctx.value_dtype)
+            grad_value = torch.where(mask, grad, _zero(grad)).sum().to(ctx.value_dtype)
         return grad_x, None, grad_value
 
 
@@ -248,8 +254,7 @@ class _IndexFill(torch.autograd.Function):
             grad_x = grad.index_fill(ctx.dim, index, 0)
         if ctx.needs_input_grad[3]:
             written = grad.new_zeros(grad.shape, dtype=torch.bool).index_fill(ctx.dim, index, True)
-            zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
-            grad_value = torch.where(written, grad, zero).sum().to(ctx.value_dtype)
+            grad_value = torch.where(written, grad, _zero(grad)).sum().to(ctx.value_dtype)
         return grad_x, None, None, grad_value
 
 
