@@ -108,3 +108,23 @@ def test_autocast_inside_torch_compile():
     assert (soft.dtype, prod.dtype) == (torch.float32, BF)
     torch.testing.assert_close(prod.cpu(), A.to(BF) @ B.to(BF), rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(soft.cpu(), (A.to(BF) @ B.to(BF)).float().softmax(-1), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+def test_grad_scaler_step_reads_the_device_only_without_a_fused_optimizer(fused):
+    """PyTorch's GradScaler reads found_inf to decide whether to step (a sync per step), except
+    for optimizers that take it as an argument: fused Adam/AdamW skip on the device."""
+    model = torch.nn.Linear(8, 3).to(D)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused)
+    scaler = torch.amp.GradScaler("lazyxla")
+    for _ in range(2):
+        with torch.autocast("lazyxla", dtype=torch.float16):
+            loss = model(A.to(D)).float().square().mean()
+        scaler.scale(loss).backward()
+        lazyxla.sync()
+        reads = metrics.metric_count("TransferFromDeviceTime")
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        lazyxla.sync()
+        assert metrics.metric_count("TransferFromDeviceTime") - reads == (0 if fused else 1)
