@@ -21,6 +21,11 @@ subclasses and CUDA tensors:
   a running count of the mask (PyTorch selected with masked_select: VLMs merging image features).
 - masked_fill's and index_fill's tensor value: the sum of the gradient where the value was
   written (PyTorch's index_fill formula ran `_unique` on the CPU).
+- index_put's values where the index is one boolean mask (`x[mask] = v`, `x[:, mask] = v`;
+  wav2vec2's learned mask embedding): the sum of the gradient under the mask where v is broadcast
+  over the selected elements, else, as for masked_scatter, the gradient at the i-th selected
+  element. (PyTorch's `grad[mask]` has a size that depends on the data: the mask was read and the
+  indexing ran on the CPU.) Other indices keep PyTorch's formula.
 """
 from __future__ import annotations
 
@@ -265,6 +270,69 @@ def _index_fill(x, dim, index, value):
     return _IndexFill.apply(x, dim, index, value)
 
 
+class _IndexPut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, values, accumulate, inplace, *indices):
+        with _below_autograd():
+            op = aten.index_put_.default if inplace else aten.index_put.default
+            out = op(x, list(indices), values, accumulate)
+        if inplace:
+            ctx.mark_dirty(x)
+        ctx.save_for_backward(*[i for i in indices if i is not None])
+        ctx.given = [i is not None for i in indices]
+        ctx.accumulate, ctx.values_shape = accumulate, values.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        saved = iter(ctx.saved_tensors)
+        indices = [next(saved) if given else None for given in ctx.given]
+        grad_x = grad_values = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad if ctx.accumulate else aten.index_put.default(
+                grad, indices, grad.new_zeros(ctx.values_shape), False)
+        if ctx.needs_input_grad[1]:
+            grad_values = _index_put_values_grad(grad, indices, ctx.values_shape)
+        return (grad_x, grad_values, None, None) + (None,) * len(indices)
+
+
+def _index_put_values_grad(grad, indices, values_shape):
+    """The gradient of index_put's values: what the index selects from grad, summed to the values'
+    shape; for one boolean mask, without a result whose size depends on the data."""
+    given = [k for k, i in enumerate(indices) if i is not None]
+    mask = indices[given[0]] if len(given) == 1 else None
+    if mask is None or mask.dtype not in (torch.bool, torch.uint8) or any(
+            i is not None for i in indices[:given[0]]):
+        return aten.index.Tensor(grad, indices).sum_to_size(values_shape)
+    k, d = given[0], mask.dim()
+    mask = mask.bool()
+    rest = tuple(grad.shape[k + d:])
+    rank = k + 1 + len(rest)  # the selection's rank: the dims before, the count, the dims after
+    padded = (1,) * (rank - len(values_shape)) + tuple(values_shape)
+    expanded = mask.reshape(mask.shape + (1,) * len(rest))
+    if padded[k] == 1:  # one value for every selected element: the sum under the mask
+        summed = torch.where(expanded, grad, _zero(grad)).sum(tuple(range(k, k + d)), keepdim=False)
+        return summed.unsqueeze(k).sum_to_size(values_shape)
+    count = padded[k]  # a value per selected element, in order: the i-th selected one's gradient
+    flat = grad.reshape(tuple(grad.shape[:k]) + (-1,) + rest)
+    selected = mask.reshape(-1)
+    position = selected.cumsum(0) - 1
+    target = torch.where(selected & (position < count), position, torch.full_like(position, count))
+    out = grad.new_zeros(tuple(grad.shape[:k]) + (count + 1,) + rest)
+    return out.index_add(k, target, flat).narrow(k, 0, count).sum_to_size(values_shape)
+
+
+def _index_putting(inplace):
+    op = aten.index_put_.default if inplace else aten.index_put.default
+
+    def kernel(x, indices, values, accumulate=False):
+        if not torch.is_grad_enabled() or not (x.requires_grad or values.requires_grad):
+            with _below_autograd():
+                return op(x, indices, values, accumulate)
+        return _IndexPut.apply(x, values, accumulate, inplace, *indices)
+    return kernel
+
+
 def _selecting(op):
     def kernel(x):
         if not _needs_grad(x):
@@ -294,6 +362,8 @@ for _name in ("max", "min", "median", "nanmedian"):
 _AUTOGRAD.impl("masked_scatter", _masked_scatter, "AutogradPrivateUse1")
 _AUTOGRAD.impl("masked_fill.Tensor", _masked_fill, "AutogradPrivateUse1")
 _AUTOGRAD.impl("index_fill.int_Tensor", _index_fill, "AutogradPrivateUse1")
+_AUTOGRAD.impl("index_put", _index_putting(False), "AutogradPrivateUse1")
+_AUTOGRAD.impl("index_put_", _index_putting(True), "AutogradPrivateUse1")
 _AUTOGRAD.impl("prod", _prod, "AutogradPrivateUse1")
 _AUTOGRAD.impl("prod.dim_int", _prod_dim, "AutogradPrivateUse1")
 _AUTOGRAD.impl("cumprod", _cumprod, "AutogradPrivateUse1")

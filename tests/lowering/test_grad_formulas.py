@@ -185,3 +185,47 @@ def test_index_fill_with_a_tensor_value_that_needs_grad_matches_eager(dim, index
     wrapped = [i % args[0].shape[dim] for i in index]
     torch.testing.assert_close(_no_reads_grads(fill(index), args, D),
                                _no_reads_grads(fill(wrapped), args, "cpu"))
+
+
+ROWS = torch.tensor([[True, False, True, True], [False, False, True, False]])  # 4 selected
+
+
+def _put(index, value_shape, accumulate=False, inplace=True):
+    """h = x * 2 (a non-leaf); h[index] = v (index_put_), or index_put's functional form."""
+    def fn(x, v):
+        h = x * 2
+        idx = tuple(i if i is None or isinstance(i, slice) else i.to(x.device) for i in index)
+        if inplace and not accumulate:
+            h[idx] = v
+            return h
+        full = [None if isinstance(i, slice) else i for i in idx]
+        return h.index_put_(full, v, accumulate) if inplace else torch.index_put(h, full, v, accumulate)
+    x = torch.linspace(-1.0, 1.0, 2 * 4 * 3).reshape(2, 4, 3)
+    v = torch.linspace(0.5, 1.5, math.prod(value_shape)).reshape(value_shape)
+    return fn, [x, v]
+
+
+@pytest.mark.parametrize("index, value_shape, accumulate, inplace", [
+    ((ROWS,), (3,), False, True),          # one row for every selected element (wav2vec2)
+    ((ROWS,), (), False, True),            # one number
+    ((ROWS,), (4, 3), False, True),        # a row per selected element
+    ((ROWS,), (4, 1), False, True),        # a number per selected element
+    ((ROWS,), (3,), True, True),           # accumulate
+    ((ROWS,), (4, 3), False, False),       # functional index_put
+    ((slice(None), ROWS[0]), (2, 1, 3), False, True),  # a mask after a slice: x[:, mask] = v
+    ((torch.zeros(2, 4, dtype=torch.bool),), (3,), False, True),  # nothing selected
+], ids=["row", "number", "rows", "numbers", "accumulate", "functional", "after a slice", "empty"])
+def test_index_put_with_a_mask_gradients_match_eager(index, value_shape, accumulate, inplace):
+    fn, args = _put(index, value_shape, accumulate, inplace)
+    torch.testing.assert_close(_no_reads_grads(fn, args, D), _no_reads_grads(fn, args, "cpu"))
+
+
+def test_index_put_with_integer_indices_keeps_pytorchs_formula():
+    fn, args = _put((torch.tensor([1, 0, 1]), torch.tensor([3, 2, 3])), (3, 3), accumulate=True)
+    torch.testing.assert_close(_no_reads_grads(fn, args, D), _no_reads_grads(fn, args, "cpu"))
+
+
+def test_compiled_index_put_with_a_mask_matches_eager():
+    fn, args = _put((ROWS,), (3,))
+    compiled = torch.compile(fn, backend="lazyxla")
+    torch.testing.assert_close(_no_reads_grads(compiled, args, D), _no_reads_grads(fn, args, "cpu"))
