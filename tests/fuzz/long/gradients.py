@@ -1,5 +1,7 @@
 """Gradients against eager: random chains of differentiable ops (reductions, matmuls, norms,
-softmax, sort/gather, in-place updates of non-leaf tensors, setitem, expand), then backward of a
+softmax, sort/gather, in-place updates of non-leaf tensors, setitem, expand, products and
+whole-tensor max/min/median with exact zeros and ties, masked writes of values that need a
+gradient), then backward of a
 weighted sum; the output and both inputs' gradients compared. In lazy mode, or with `--compile`
 under torch.compile(backend="lazyxla") (AOT autograd's forward and backward programs)."""
 import random
@@ -31,6 +33,13 @@ OPS = [
     "t{n} = torch.logsumexp({x}, -1, keepdim=True) - {y}", "t{n} = {x}.sort(-1).values * {y}",
     "t{n} = {x}.gather(-1, {x}.argsort(-1)) * {y}", "t{n} = F.mse_loss({x}, {y}) * {x}",
     "t{n} = {x}.masked_fill({y} > 0.5, 0.0)", "t{n} = {x}.diagonal().unsqueeze(-1) * {y}",
+    # products and selections, with exact zeros (their gradients have lazyxla's own formulas)
+    "t{n} = ({x} * ({y} > 0)).prod(-1, keepdim=True) * {y}", "t{n} = ({x} * ({y} > 0)).cumprod(0)",
+    "t{n} = {x}.cumprod(-1) + {y}", "t{n} = {x}.prod() * {y}", "t{n} = {x}.max() * {y}",
+    "t{n} = {x}.min() + {y}", "t{n} = {x}.median() * {y}",
+    "t{n} = {x}.masked_scatter({y} > 0, {y} * 3)", "t{n} = {x} * 1; t{n}[{y} > 0] = {y}[0, 0]",
+    "t{n} = {x}.clone(); t{n}[{y}[:, 0] > 0] = {y}[1]", "t{n} = {x}.masked_fill({y} > 0, {y}.sum())",
+    "t{n} = {x}.index_fill(0, torch.tensor([0, 1], device={x}.device), {y}.mean())",
 ]
 
 
