@@ -235,7 +235,7 @@ class Bridge:
             else:
                 log.debug("lazyxla: re-extracting %s: %s", self.name, cause)
         if self.items_fed:
-            entry = self._extract_feeding_items(args)
+            entry = self._extract_feeding(args)
             if entry is None:
                 entry = self._feed_what_can_be_fed(args)
             if entry is not None:
@@ -274,15 +274,15 @@ class Bridge:
             if feed is None or feed.int_positions != frozenset(trial["ints"]):
                 continue
             self._use_feed(feed)
-            found = self._extract_feeding_items(args)
+            found = self._extract_feeding(args)
             if found is not None:
                 chosen, kept, entry = trial, feed, found
         self._use_feed(kept)
         return entry
 
-    def _extract_feeding_items(self, args):
-        """The program with the item inputs as runtime scalars, if a second trace with other
-        values makes the same one; else None."""
+    def _extract_feeding(self, args):
+        """The program with the fed numbers as runtime scalars, if a second trace with other
+        stand-ins makes the same one; else None."""
         sets = self.feed.stand_ins(args)
         if sets is None:
             return None
@@ -294,8 +294,8 @@ class Bridge:
                                           warm_up=False))
                 tracings.append(tracing)
                 if tracing.ambiguous:
-                    log.debug("lazyxla: %s keys its number inputs by value: two fed numbers were "
-                              "equal, or a value-checked op took one", self.name)
+                    log.debug("lazyxla: %s keys its number inputs by value: two fed numbers "
+                              "could not be told apart", self.name)
                     return None
         except Exception as e:  # (a stand-in out of an op's range): keyed by the values
             log.debug("lazyxla: %s keys its number inputs by value: %s", self.name, e)
