@@ -1,5 +1,5 @@
 """Optimizer ops: the `_foreach_*` family (one IR node per list op, not one per tensor) and the
-fused Adam/AdamW kernels (one node per optimizer step; fused SGD runs through the CPU fallback).
+fused Adam/AdamW, SGD and Adagrad kernels (one node per optimizer step).
 
 A `_foreach_<op>` applies `<op>` to each element of its list arguments, by `<op>`'s own lowering;
 its in-place form (`_foreach_add_`) writes each result back through the registry's in-place
@@ -9,6 +9,7 @@ so an optimizer whose lr changes every step compiles nothing new.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import torch
 
 from .registry import LOWERINGS, aten, overload_named, register
 
@@ -134,8 +135,121 @@ def _fused_adam_math(decoupled):
     return low
 
 
-register(aten._fused_adamw.default, runtime=_HYPER)(_fused_adam_math(decoupled=True))
-register(aten._fused_adam.default, runtime=_HYPER)(_fused_adam_math(decoupled=False))
+register(aten._fused_adamw.default, aten._fused_adamw.tensor_lr,
+         runtime=_HYPER)(_fused_adam_math(decoupled=True))
+register(aten._fused_adam.default, aten._fused_adam.tensor_lr,
+         runtime=_HYPER)(_fused_adam_math(decoupled=False))
+
+
+def _unscaled(g, ct, grad_scale):
+    """A grad in its math type, divided by GradScaler's scale where given."""
+    g32 = g.astype(ct)
+    return g32 if grad_scale is None else g32 / grad_scale.astype(ct).reshape(())
+
+
+def _skipping(found_inf, old, new):
+    """found_inf == 1 (GradScaler saw an inf or NaN): the kernel returns before writing anything."""
+    if found_inf is None:
+        return new
+    skip = found_inf.astype(bool).reshape(())
+    return [jnp.where(skip, o, n) for o, n in zip(old, new)]
+
+
+# Fused SGD (torch.optim.SGD(fused=True)), as PyTorch's CPU kernel: in the parameter's math type,
+# weight decay added to the grad, the momentum buffer taken from the grad on the first step, the
+# parameter moved by -lr * the update; the grads written back only where unscaled.
+@register(aten._fused_sgd.default, aten._fused_sgd.tensor_lr,
+          runtime=("weight_decay", "momentum", "lr", "dampening"))
+def _fused_sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening,
+               nesterov, maximize, is_first_step, grad_scale=None, found_inf=None):
+    outs = ([], [], [])
+    with_momentum = bool(momentum_buffer_list)
+    for i, (p, g) in enumerate(zip(params, grads)):
+        ct = jnp.promote_types(p.dtype, jnp.float32)
+        g32, p32 = _unscaled(g, ct, grad_scale), p.astype(ct)
+        d = -g32 if maximize else g32
+        d = d + p32 * jnp.asarray(weight_decay).astype(ct)
+        old, new = [p, g], [None, g32.astype(g.dtype)]
+        if with_momentum:
+            buf = momentum_buffer_list[i]
+            mom = jnp.asarray(momentum).astype(ct)
+            b32 = d if is_first_step else (
+                buf.astype(ct) * mom + d * (1 - jnp.asarray(dampening).astype(ct)))
+            d = d + b32 * mom if nesterov else b32
+            old.append(buf)
+            new.append(b32.astype(buf.dtype))
+        new[0] = (p32 - d * jnp.asarray(lr).astype(ct).reshape(())).astype(p.dtype)
+        for k, x in enumerate(_skipping(found_inf, old, new)):
+            outs[k].append(x)
+    return tuple(x for group in outs for x in group)
+
+
+# Fused Adagrad (torch.optim.Adagrad(fused=True)), as PyTorch's CPU kernel: the step's learning
+# rate lr / (1 + (step - 1) * lr_decay) in float64, the state sum and the update in the math type.
+# (The tensor-lr form returns no step counts: its schema does not write them.)
+def _fused_adagrad_math(returns_steps):
+    def low(params, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps, maximize,
+            grad_scale=None, found_inf=None):
+        outs = ([], [], [], [])
+        for p, g, ssum, step in zip(params, grads, state_sums, state_steps):
+            ct = jnp.promote_types(p.dtype, jnp.float32)
+            g32, p32 = _unscaled(g, ct, grad_scale), p.astype(ct)
+            d = -g32 if maximize else g32
+            d = d + p32 * jnp.asarray(weight_decay).astype(ct)
+            s32 = ssum.astype(ct) + d * d
+            t = step.astype(jnp.float32).astype(jnp.float64).reshape(())
+            clr = (jnp.asarray(lr, jnp.float64).reshape(()) / (1.0 + (t - 1.0) * lr_decay)).astype(ct)
+            p32 = p32 - clr * d / (jnp.sqrt(s32) + jnp.asarray(eps).astype(ct))
+            new = [p32.astype(p.dtype), g32.astype(g.dtype), s32.astype(ssum.dtype), step]
+            for k, x in enumerate(_skipping(found_inf, [p, g, ssum, step], new)):
+                outs[k].append(x)
+        return tuple(x for group in outs[:4 if returns_steps else 3] for x in group)
+    return low
+
+
+_ADAGRAD_HYPER = ("lr", "lr_decay", "weight_decay", "eps")
+register(aten._fused_adagrad.default, runtime=_ADAGRAD_HYPER)(_fused_adagrad_math(True))
+register(aten._fused_adagrad.tensor_lr, runtime=_ADAGRAD_HYPER)(_fused_adagrad_math(False))
+
+
+def _like_lists(*lists):
+    return tuple([torch.empty_like(t) for t in ts] for ts in lists)
+
+
+def _fused_sgd_meta(params, grads, momentum_buffer_list, **kwargs):
+    return _like_lists(params, grads, momentum_buffer_list)
+
+
+def _fused_adagrad_meta(params, grads, state_sums, state_steps, **kwargs):
+    return _like_lists(params, grads, state_sums, state_steps)
+
+
+def _fused_adagrad_tensor_lr_meta(params, grads, state_sums, state_steps, **kwargs):
+    return _like_lists(params, grads, state_sums)
+
+
+def _fused_adam_meta(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **kwargs):
+    return _like_lists(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
+
+
+def _updates_in_place(*args, **kwargs):
+    return None
+
+
+# PyTorch lacks meta kernels for fused SGD and Adagrad, and for the tensor-lr forms of fused
+# Adam/AdamW's in-place kernels (it has their CPU and CUDA kernels); lazyxla infers shapes with
+# meta kernels, so it gives those that are missing its own.
+_META = torch.library.Library("aten", "IMPL")
+for _name, _fn, _tensor_lr_fn in (
+        ("_fused_sgd", _fused_sgd_meta, _fused_sgd_meta),
+        ("_fused_adagrad", _fused_adagrad_meta, _fused_adagrad_tensor_lr_meta),
+        ("_fused_adam", _fused_adam_meta, _fused_adam_meta),
+        ("_fused_adamw", _fused_adam_meta, _fused_adam_meta)):
+    for _overload, _functional in (("", _fn), (".tensor_lr", _tensor_lr_fn)):
+        for _op, _kernel in ((_name + _overload, _functional),
+                             (_name + "_" + _overload, _updates_in_place)):
+            if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::" + _op, "Meta"):
+                _META.impl(_op, _kernel, "Meta")
 
 
 # GradScaler (torch.amp): unscale the grads, flagging a non-finite value in any of them; then grow

@@ -20,6 +20,18 @@ OPTIMIZERS = {
                                                               maximize=True, fused=True),
     "adamw_fused": lambda p: torch.optim.AdamW(p, lr=0.01, fused=True),
     "adamw_fused_amsgrad": lambda p: torch.optim.AdamW(p, lr=0.01, amsgrad=True, fused=True),
+    # fused SGD and Adagrad: one node per step, compared with PyTorch's fused CPU kernels
+    "sgd_fused": lambda p: torch.optim.SGD(p, lr=0.1, fused=True),
+    "sgd_fused_momentum_wd_dampening": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1,
+                                                                 weight_decay=0.01, fused=True),
+    "sgd_fused_nesterov": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, fused=True),
+    "adagrad_fused": lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01, weight_decay=0.1,
+                                                   initial_accumulator_value=0.1, fused=True),
+    # a tensor learning rate: the fused kernels' tensor_lr forms
+    "adamw_fused_tensor_lr": lambda p: torch.optim.AdamW(p, lr=torch.tensor(0.01), fused=True),
+    "sgd_fused_tensor_lr": lambda p: torch.optim.SGD(p, lr=torch.tensor(0.1), momentum=0.9, fused=True),
+    "adagrad_fused_tensor_lr": lambda p: torch.optim.Adagrad(p, lr=torch.tensor(0.1), lr_decay=0.01,
+                                                             fused=True),
     # the rest of torch.optim (for-loop implementations: lazyxla is no foreach device)
     "rmsprop_centered_momentum": lambda p: torch.optim.RMSprop(p, lr=0.01, centered=True, momentum=0.9,
                                                                weight_decay=0.1),
@@ -155,4 +167,41 @@ def test_fused_step_with_grad_scale_and_found_inf(adamw, fresh_metrics):
            grad_scale=scale.to(lazyxla.device()), found_inf=found.to(lazyxla.device()), **kw)
         for xs, ys in zip(lists, dev):
             torch.testing.assert_close([y.cpu() for y in ys], xs, rtol=1e-5, atol=1e-6)
+    assert not metrics.executed_fallback_ops()
+
+
+def _fused_call(op, lists, steps, device, scale, found, **kw):
+    moved = [[x.clone().to(device) for x in xs] for xs in lists]
+    extra = dict(grad_scale=scale.to(device), found_inf=found.to(device)) if scale is not None else {}
+    if steps is None:
+        op(*moved, **kw, **extra)
+    else:
+        op(*moved, [t.clone().to(device) for t in steps], **kw, **extra)
+    return [[x.cpu() for x in xs] for xs in moved]
+
+
+@pytest.mark.parametrize("name", ["sgd", "sgd_first_step", "adagrad"])
+@pytest.mark.parametrize("scaled", [None, 0.0, 1.0], ids=["unscaled", "scaled", "found inf"])
+def test_fused_sgd_and_adagrad_match_the_cpu_kernels(name, scaled, fresh_metrics):
+    """grad_scale unscales the grads (written back); found_inf == 1 skips the whole update."""
+    torch.manual_seed(3)
+    if name.startswith("sgd"):
+        op, steps = torch._fused_sgd_, None
+        lists = [[torch.randn(3, 2) for _ in range(2)] for _ in range(3)]
+        kw = dict(weight_decay=0.01, momentum=0.9, lr=0.1, dampening=0.0, nesterov=True,
+                  maximize=True, is_first_step=name.endswith("first_step"))
+    else:
+        op, steps = torch._fused_adagrad_, [torch.tensor(3.0), torch.tensor(3.0)]
+        lists = [[torch.randn(3, 2) for _ in range(2)] for _ in range(3)]
+        lists[2] = [x.abs() for x in lists[2]]
+        kw = dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, eps=1e-10, maximize=True)
+    scale = None if scaled is None else torch.tensor(4.0)
+    found = None if scaled is None else torch.tensor(scaled)
+    want = _fused_call(op, lists, steps, "cpu", scale, found, **kw)
+    got = _fused_call(op, lists, steps, lazyxla.device(), scale, found, **kw)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    if scaled == 1.0:
+        for g, x in zip(got, lists):
+            torch.testing.assert_close(g, x, rtol=0, atol=0)
     assert not metrics.executed_fallback_ops()

@@ -33,6 +33,8 @@ OPTIMIZERS = {
     "asgd": lambda p: O.ASGD(p, lr=0.01, t0=2),
     "rprop": lambda p: O.Rprop(p, lr=0.01),
     "adafactor": lambda p: O.Adafactor(p, lr=0.01),
+    "sgd_fused": lambda p: O.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01, fused=True),
+    "adagrad_fused": lambda p: O.Adagrad(p, lr=0.1, lr_decay=0.01, fused=True),
 }
 SCHEDULERS = {
     "constant": None,
