@@ -187,58 +187,54 @@ class _Select(torch.autograd.Function):
         return None, _evenly_distributed(grad, x, value)
 
 
-class _MaskedScatter(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, mask, source):
-        with _below_autograd():
-            out = aten.masked_scatter.default(x, mask, source)
-        ctx.save_for_backward(mask)
-        ctx.shape, ctx.source_shape = x.shape, source.shape
-        return out
+def _masked_write(op, written_grad):
+    """The autograd Function of op(x, mask, written), a write of `written` where mask holds:
+    x's gradient is kept where it does not; written_grad(grad, mask, shape, dtype) gives
+    written's."""
+    class MaskedWrite(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, mask, written):
+            with _below_autograd():
+                out = op(x, mask, written)
+            ctx.save_for_backward(mask)
+            ctx.shape, ctx.written = x.shape, (written.shape, written.dtype)
+            return out
 
-    @staticmethod
-    def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        grad_x = grad_source = None
-        if ctx.needs_input_grad[0]:
-            grad_x = _unwritten(grad, mask, ctx.shape)
-        if ctx.needs_input_grad[2]:
-            grad_source = _masked_scatter_source_grad(grad, mask, ctx.source_shape)
-        return grad_x, None, grad_source
+        @staticmethod
+        def backward(ctx, grad):
+            (mask,) = ctx.saved_tensors
+            grad_x = _unwritten(grad, mask, ctx.shape) if ctx.needs_input_grad[0] else None
+            grad_written = written_grad(grad, mask, *ctx.written) if ctx.needs_input_grad[2] else None
+            return grad_x, None, grad_written
+    return MaskedWrite
 
 
-def _masked_scatter_source_grad(grad, mask, source_shape):
+def _in_selection_order(values, selected, count, dim):
+    """The slices of `values` along dim where `selected` (1-d) holds, in order, as `count` slices
+    (zeros past the last selected one): a gather whose size does not depend on the data."""
+    position = selected.cumsum(0) - 1
+    # unselected slices (and any past the count) go to a spare slot, dropped after
+    target = torch.where(selected & (position < count), position, torch.full_like(position, count))
+    shape = list(values.shape)
+    shape[dim] = count + 1
+    return values.new_zeros(shape).index_add(dim, target, values).narrow(dim, 0, count)
+
+
+def _masked_scatter_source_grad(grad, mask, source_shape, dtype):
     """Source element i took the i-th selected position: its gradient is the gradient there."""
     n = 1
     for d in source_shape:
         n *= d
     selected = mask.expand(grad.shape).reshape(-1)
-    position = selected.cumsum(0) - 1
-    # unselected positions (and any past the source's end) go to a spare slot, dropped after
-    target = torch.where(selected & (position < n), position, torch.full_like(position, n))
-    out = torch.zeros(n + 1, dtype=grad.dtype, device=grad.device)
-    return out.scatter_add(0, target, grad.reshape(-1))[:n].reshape(source_shape)
+    return _in_selection_order(grad.reshape(-1), selected, n, 0).reshape(source_shape)
 
 
-class _MaskedFill(torch.autograd.Function):
-    """masked_fill with a 0-dim tensor value."""
-    @staticmethod
-    def forward(ctx, x, mask, value):
-        with _below_autograd():
-            out = aten.masked_fill.Tensor(x, mask, value)
-        ctx.save_for_backward(mask)
-        ctx.shape, ctx.value_dtype = x.shape, value.dtype
-        return out
+def _masked_fill_value_grad(grad, mask, shape, dtype):
+    return torch.where(mask, grad, _zero(grad)).sum().to(dtype)
 
-    @staticmethod
-    def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        grad_x = grad_value = None
-        if ctx.needs_input_grad[0]:
-            grad_x = _unwritten(grad, mask, ctx.shape)
-        if ctx.needs_input_grad[2]:
-            grad_value = torch.where(mask, grad, _zero(grad)).sum().to(ctx.value_dtype)
-        return grad_x, None, grad_value
+
+_MaskedScatter = _masked_write(aten.masked_scatter.default, _masked_scatter_source_grad)
+_MaskedFill = _masked_write(aten.masked_fill.Tensor, _masked_fill_value_grad)  # a 0-dim value
 
 
 class _IndexFill(torch.autograd.Function):
@@ -261,13 +257,6 @@ class _IndexFill(torch.autograd.Function):
             written = grad.new_zeros(grad.shape, dtype=torch.bool).index_fill(ctx.dim, index, True)
             grad_value = torch.where(written, grad, _zero(grad)).sum().to(ctx.value_dtype)
         return grad_x, None, None, grad_value
-
-
-def _index_fill(x, dim, index, value):
-    if not torch.is_grad_enabled() or not (x.requires_grad or value.requires_grad):
-        with _below_autograd():
-            return aten.index_fill.int_Tensor(x, dim, index, value)
-    return _IndexFill.apply(x, dim, index, value)
 
 
 class _IndexPut(torch.autograd.Function):
@@ -313,13 +302,9 @@ def _index_put_values_grad(grad, indices, values_shape):
     if padded[k] == 1:  # one value for every selected element: the sum under the mask
         summed = torch.where(expanded, grad, _zero(grad)).sum(tuple(range(k, k + d)), keepdim=False)
         return summed.unsqueeze(k).sum_to_size(values_shape)
-    count = padded[k]  # a value per selected element, in order: the i-th selected one's gradient
+    # a value per selected element, in order: the i-th selected one's gradient
     flat = grad.reshape(tuple(grad.shape[:k]) + (-1,) + rest)
-    selected = mask.reshape(-1)
-    position = selected.cumsum(0) - 1
-    target = torch.where(selected & (position < count), position, torch.full_like(position, count))
-    out = grad.new_zeros(tuple(grad.shape[:k]) + (count + 1,) + rest)
-    return out.index_add(k, target, flat).narrow(k, 0, count).sum_to_size(values_shape)
+    return _in_selection_order(flat, mask.reshape(-1), padded[k], k).sum_to_size(values_shape)
 
 
 def _index_putting(inplace):
@@ -333,6 +318,17 @@ def _index_putting(inplace):
     return kernel
 
 
+def _differentiable(op, function, tensors):
+    """op's autograd kernel: `function` (an autograd Function taking op's arguments) where one of
+    the arguments at positions `tensors` needs a gradient, else op itself below autograd."""
+    def kernel(*args):
+        if torch.is_grad_enabled() and any(args[i].requires_grad for i in tensors):
+            return function.apply(*args)
+        with _below_autograd():
+            return op(*args)
+    return kernel
+
+
 def _selecting(op):
     def kernel(x):
         if not _needs_grad(x):
@@ -342,26 +338,15 @@ def _selecting(op):
     return kernel
 
 
-def _masked_scatter(x, mask, source):
-    if not torch.is_grad_enabled() or not (x.requires_grad or source.requires_grad):
-        with _below_autograd():
-            return aten.masked_scatter.default(x, mask, source)
-    return _MaskedScatter.apply(x, mask, source)
-
-
-def _masked_fill(x, mask, value):
-    if not torch.is_grad_enabled() or not (x.requires_grad or value.requires_grad):
-        with _below_autograd():
-            return aten.masked_fill.Tensor(x, mask, value)
-    return _MaskedFill.apply(x, mask, value)
-
-
 _AUTOGRAD = torch.library.Library("aten", "IMPL")
 for _name in ("max", "min", "median", "nanmedian"):
     _AUTOGRAD.impl(_name, _selecting(getattr(aten, _name).default), "AutogradPrivateUse1")
-_AUTOGRAD.impl("masked_scatter", _masked_scatter, "AutogradPrivateUse1")
-_AUTOGRAD.impl("masked_fill.Tensor", _masked_fill, "AutogradPrivateUse1")
-_AUTOGRAD.impl("index_fill.int_Tensor", _index_fill, "AutogradPrivateUse1")
+_AUTOGRAD.impl("masked_scatter", _differentiable(aten.masked_scatter.default, _MaskedScatter, (0, 2)),
+               "AutogradPrivateUse1")
+_AUTOGRAD.impl("masked_fill.Tensor", _differentiable(aten.masked_fill.Tensor, _MaskedFill, (0, 2)),
+               "AutogradPrivateUse1")
+_AUTOGRAD.impl("index_fill.int_Tensor",
+               _differentiable(aten.index_fill.int_Tensor, _IndexFill, (0, 3)), "AutogradPrivateUse1")
 _AUTOGRAD.impl("index_put", _index_putting(False), "AutogradPrivateUse1")
 _AUTOGRAD.impl("index_put_", _index_putting(True), "AutogradPrivateUse1")
 _AUTOGRAD.impl("prod", _prod, "AutogradPrivateUse1")
