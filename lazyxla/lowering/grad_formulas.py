@@ -249,7 +249,7 @@ class _IndexFill(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        (index,) = ctx.saved_tensors
+        index = ctx.saved_tensors[0].to(grad.device)
         grad_x = grad_value = None
         if ctx.needs_input_grad[0]:
             grad_x = grad.index_fill(ctx.dim, index, 0)
@@ -274,8 +274,8 @@ class _IndexPut(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        saved = iter(ctx.saved_tensors)
-        indices = [next(saved) if given else None for given in ctx.given]
+        saved = iter(ctx.saved_tensors)  # (CPU indices, which indexing takes, moved along)
+        indices = [next(saved).to(grad.device) if given else None for given in ctx.given]
         grad_x = grad_values = None
         if ctx.needs_input_grad[0]:
             grad_x = grad if ctx.accumulate else aten.index_put.default(

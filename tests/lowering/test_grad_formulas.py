@@ -229,3 +229,16 @@ def test_compiled_index_put_with_a_mask_matches_eager():
     fn, args = _put((ROWS,), (3,))
     compiled = torch.compile(fn, backend="lazyxla")
     torch.testing.assert_close(_no_reads_grads(compiled, args, D), _no_reads_grads(fn, args, "cpu"))
+
+
+def test_index_put_with_indices_on_the_cpu_keeps_its_gradient():
+    """Indexing takes CPU indices with device tensors (`h[cpu_mask] = ...`): so does the backward."""
+    def fn(x, v):
+        h = x * 1
+        h[torch.tensor([0, 2]), torch.tensor([1, 3])] = v
+        mask = torch.tensor([True, False, True])
+        h[mask] = v[1] * 2
+        h[mask, 1:] = v[0]
+        return h
+    args = [torch.arange(12.0).reshape(3, 4), torch.tensor([5.0, 6.0])]
+    torch.testing.assert_close(_no_reads_grads(fn, args, D), _no_reads_grads(fn, args, "cpu"))
