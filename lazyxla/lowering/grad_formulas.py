@@ -202,7 +202,7 @@ def _masked_write(op, written_grad):
 
         @staticmethod
         def backward(ctx, grad):
-            (mask,) = ctx.saved_tensors
+            mask = ctx.saved_tensors[0].to(grad.device)  # (a 0-dim CPU mask goes with any device)
             grad_x = _unwritten(grad, mask, ctx.shape) if ctx.needs_input_grad[0] else None
             grad_written = written_grad(grad, mask, *ctx.written) if ctx.needs_input_grad[2] else None
             return grad_x, None, grad_written

@@ -242,3 +242,13 @@ def test_index_put_with_indices_on_the_cpu_keeps_its_gradient():
         return h
     args = [torch.arange(12.0).reshape(3, 4), torch.tensor([5.0, 6.0])]
     torch.testing.assert_close(_no_reads_grads(fn, args, D), _no_reads_grads(fn, args, "cpu"))
+
+
+@pytest.mark.parametrize("write", ["masked_scatter", "masked_fill"])
+def test_masked_writes_with_a_0_dim_cpu_mask_keep_their_gradients(write):
+    """A 0-dim CPU tensor goes with any device, as a mask too."""
+    def fn(x, s):
+        mask = torch.tensor(True)
+        return x.masked_scatter(mask, s) if write == "masked_scatter" else x.masked_fill(mask, s[0])
+    args = [torch.linspace(-1.0, 1.0, 6).reshape(2, 3), torch.linspace(2.0, 3.0, 6)]
+    torch.testing.assert_close(_no_reads_grads(fn, args, D), _no_reads_grads(fn, args, "cpu"))
