@@ -339,16 +339,28 @@ def _selecting(op):
 
 
 _AUTOGRAD = torch.library.Library("aten", "IMPL")
+
+
+def _register(name, kernel):
+    """kernel as name's autograd kernel on lazyxla. Under torch.func's transforms, PyTorch's own
+    kernel runs instead: functorch knows its formulas at every level (forward mode too), not a
+    Python autograd.Function called from inside an op's kernel."""
+    original = torch.library.get_kernel("aten::" + name, "AutogradPrivateUse1")
+
+    def dispatched(keys, *args, **kwargs):
+        if torch._C._are_functorch_transforms_active():
+            return original.call_boxed(keys, *args, **kwargs)
+        return kernel(*args, **kwargs)
+    _AUTOGRAD.impl(name, dispatched, "AutogradPrivateUse1", with_keyset=True)
+
+
 for _name in ("max", "min", "median", "nanmedian"):
-    _AUTOGRAD.impl(_name, _selecting(getattr(aten, _name).default), "AutogradPrivateUse1")
-_AUTOGRAD.impl("masked_scatter", _differentiable(aten.masked_scatter.default, _MaskedScatter, (0, 2)),
-               "AutogradPrivateUse1")
-_AUTOGRAD.impl("masked_fill.Tensor", _differentiable(aten.masked_fill.Tensor, _MaskedFill, (0, 2)),
-               "AutogradPrivateUse1")
-_AUTOGRAD.impl("index_fill.int_Tensor",
-               _differentiable(aten.index_fill.int_Tensor, _IndexFill, (0, 3)), "AutogradPrivateUse1")
-_AUTOGRAD.impl("index_put", _index_putting(False), "AutogradPrivateUse1")
-_AUTOGRAD.impl("index_put_", _index_putting(True), "AutogradPrivateUse1")
-_AUTOGRAD.impl("prod", _prod, "AutogradPrivateUse1")
-_AUTOGRAD.impl("prod.dim_int", _prod_dim, "AutogradPrivateUse1")
-_AUTOGRAD.impl("cumprod", _cumprod, "AutogradPrivateUse1")
+    _register(_name, _selecting(getattr(aten, _name).default))
+_register("masked_scatter", _differentiable(aten.masked_scatter.default, _MaskedScatter, (0, 2)))
+_register("masked_fill.Tensor", _differentiable(aten.masked_fill.Tensor, _MaskedFill, (0, 2)))
+_register("index_fill.int_Tensor", _differentiable(aten.index_fill.int_Tensor, _IndexFill, (0, 3)))
+_register("index_put", _index_putting(False))
+_register("index_put_", _index_putting(True))
+_register("prod", _prod)
+_register("prod.dim_int", _prod_dim)
+_register("cumprod", _cumprod)

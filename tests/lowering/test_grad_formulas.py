@@ -252,3 +252,43 @@ def test_masked_writes_with_a_0_dim_cpu_mask_keep_their_gradients(write):
         return x.masked_scatter(mask, s) if write == "masked_scatter" else x.masked_fill(mask, s[0])
     args = [torch.linspace(-1.0, 1.0, 6).reshape(2, 3), torch.linspace(2.0, 3.0, 6)]
     torch.testing.assert_close(_no_reads_grads(fn, args, D), _no_reads_grads(fn, args, "cpu"))
+
+
+def _setitem(x):
+    h = x * 1
+    h[x > 0] = x[1]
+    return h.sum()
+
+
+FUNC_CASES = {
+    "max": lambda x: x.max(), "median": lambda x: x.median(), "prod": lambda x: x.prod(),
+    "cumprod": lambda x: x.cumprod(0).sum(),
+    "masked_scatter": lambda x: x.masked_scatter(x > 0, x * 2).sum(),
+    "masked_fill": lambda x: x.masked_fill(x > 0, x[0]).sum(),
+    "index_fill": lambda x: x.index_fill(0, torch.tensor([1, 3], device=x.device), x[4]).sum(),
+    "setitem": _setitem,
+}
+
+
+@pytest.mark.parametrize("case", list(FUNC_CASES))
+def test_torch_func_transforms_take_these_gradients(case):
+    """torch.func.grad, vmap of it and hessian: the kernels run inside the transforms' levels."""
+    f = FUNC_CASES[case]
+    x = torch.tensor([0.5, -2.0, 0.0, 3.0, 1.5])
+
+    def outcome(transform):
+        try:
+            return transform().cpu()
+        except RuntimeError as e:  # (vmap refuses a boolean mask's index, on every device)
+            return type(e), str(e).split(".")[0]
+    results = []
+    for dev in ("cpu", D):
+        xd = x.to(dev)
+        results.append([outcome(lambda: torch.func.grad(f)(xd)),
+                        outcome(lambda: torch.func.vmap(torch.func.grad(f))(torch.stack([xd, xd * 2]))),
+                        outcome(lambda: torch.func.hessian(f)(xd))])
+    for got, want in zip(results[1], results[0]):
+        if isinstance(want, tuple):
+            assert got == want
+        else:
+            torch.testing.assert_close(got, want)
