@@ -197,10 +197,9 @@ class Bridge:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.item_positions = tuple(i for i, n in enumerate(placeholders)
                                     if any(is_input_item(u) for u in n.users))
-        self.int_positions = _int_inputs(gm)
-        self._use_feed(items.ItemFeed.of(gm, self.item_positions, self.int_positions) if (
-            self.item_positions or self.int_positions)
-            and envflags.flag("LAZYXLA_FEED_ITEM_INPUTS", True) else None)
+        ints = _int_inputs(gm)
+        self._use_feed(items.ItemFeed.of(gm, self.item_positions, ints) if (
+            self.item_positions or ints) and envflags.flag("LAZYXLA_FEED_ITEM_INPUTS", True) else None)
         self.attrs = _attribute_tensors(gm)
         # Set once an argument came as another view (or with other aliasing) than traced: from
         # then on the structure of the tensor arguments joins the key.

@@ -92,15 +92,28 @@ def _foreach_norm(xs, ord=2, dtype=None, _meta=None):
 _HYPER = ("lr", "beta1", "beta2", "weight_decay", "eps")
 
 
+def _unscaled(g, ct, grad_scale):
+    """A grad in its math type, divided by GradScaler's scale where given."""
+    g32 = g.astype(ct)
+    return g32 if grad_scale is None else g32 / grad_scale.astype(ct).reshape(())
+
+
+def _skipping(found_inf, old, new):
+    """found_inf == 1 (GradScaler saw an inf or NaN): the kernel returns before writing anything."""
+    if found_inf is None:
+        return new
+    skip = found_inf.astype(bool).reshape(())
+    return [jnp.where(skip, o, n) for o, n in zip(old, new)]
+
+
 def _fused_adam_math(decoupled):
     def low(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1,
             beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
         outs = ([], [], [], [], [])
         for i, (p, g, m, v, step) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, state_steps)):
             ct = jnp.promote_types(p.dtype, jnp.float32)  # opmath: float32 for half types
-            p32, g32, m32, v32 = (x.astype(ct) for x in (p, g, m, v))
-            if grad_scale is not None:
-                g32 = g32 / grad_scale.astype(ct)
+            p32, m32, v32 = (x.astype(ct) for x in (p, m, v))
+            g32 = _unscaled(g, ct, grad_scale)
             g_out = g32.astype(g.dtype)
             d = -g32 if maximize else g32
             if decoupled:
@@ -124,10 +137,7 @@ def _fused_adam_math(decoupled):
             if amsgrad:
                 new.append(mx.astype(max_exp_avg_sqs[i].dtype))
                 old.append(max_exp_avg_sqs[i])
-            if found_inf is not None:
-                skip = found_inf.astype(bool)
-                new = [jnp.where(skip, o, n) for o, n in zip(old, new)]
-            for k, x in enumerate(new):
+            for k, x in enumerate(_skipping(found_inf, old, new)):
                 outs[k].append(x)
         if not amsgrad:  # the functional form still returns copies of the (unused) max list
             outs[4].extend(max_exp_avg_sqs)
@@ -139,20 +149,6 @@ register(aten._fused_adamw.default, aten._fused_adamw.tensor_lr,
          runtime=_HYPER)(_fused_adam_math(decoupled=True))
 register(aten._fused_adam.default, aten._fused_adam.tensor_lr,
          runtime=_HYPER)(_fused_adam_math(decoupled=False))
-
-
-def _unscaled(g, ct, grad_scale):
-    """A grad in its math type, divided by GradScaler's scale where given."""
-    g32 = g.astype(ct)
-    return g32 if grad_scale is None else g32 / grad_scale.astype(ct).reshape(())
-
-
-def _skipping(found_inf, old, new):
-    """found_inf == 1 (GradScaler saw an inf or NaN): the kernel returns before writing anything."""
-    if found_inf is None:
-        return new
-    skip = found_inf.astype(bool).reshape(())
-    return [jnp.where(skip, o, n) for o, n in zip(old, new)]
 
 
 # Fused SGD (torch.optim.SGD(fused=True)), as PyTorch's CPU kernel: in the parameter's math type,
