@@ -1,11 +1,11 @@
 """The input matcher: how to rebuild a program's parameter list on every call.
 
 Built once at extraction, by graph position: parameter i comes from call argument j (the device
-data of its root buffer, or the current value of a 0-dim CPU tensor), or is a float the bridge
-computes from the graph's `.item()` inputs on every call (input_items.py), or is a constant
-captured by the trace (a scalar, or device data created inside the graph), or is an RNG seed drawn
-fresh on every call. Identity is used only while extracting, never at replay, so a tensor shared between
-graphs is never frozen as a constant.
+data of its root buffer, or the current value of a 0-dim CPU tensor), or is a number the bridge
+computes on every call from the graph's `.item()` inputs and int arguments (input_items.py), or is
+a constant captured by the trace (a scalar, or device data created inside the graph), or is an RNG
+seed drawn fresh on every call. Identity is used only while extracting, never at replay, so a
+tensor shared between graphs is never frozen as a constant.
 
 A program reads each argument through its root buffer, with the argument's view chain (a slice,
 a transpose) and its aliasing with other arguments traced into it. Dynamo's guards do not see
@@ -67,8 +67,8 @@ class InputMatcher:
     def __init__(self, graph, args, start, cpu_sources=None, mutates=False):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
         cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from, or the index
-        of the fed float it stands for); mutates: the
-        program writes an argument, so arguments that were apart must stay apart."""
+        of the fed number it stands for); mutates: the program writes an argument, so arguments
+        that were apart must stay apart."""
         by_node, cpu_args = {}, {}
         for j, a in enumerate(args):
             if isinstance(a, torch.Tensor):
@@ -106,7 +106,7 @@ class InputMatcher:
         self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
 
     def __call__(self, args, fed=()) -> list:
-        """fed: this call's values of the floats computed from `.item()` inputs."""
+        """fed: this call's values of the numbers the bridge feeds (input_items.py)."""
         if self.views or self.shared or self.distinct:
             self.check_structure(args)
             return self._feed(args, _root, fed)

@@ -235,9 +235,10 @@ def _unpacks_outside_node(node, bad) -> bool:
 
 def _floats_into_runs(gm, runs) -> list:
     """A float read from an input the graph only reads (`lr.item()`), or arithmetic on such
-    floats, that another run uses is computed again inside that run: its Bridge then reads the input and feeds the float on
-    every call (input_items.py), where taken as an argument it would be keyed by value (an
-    optimizer step re-extracted for every new learning rate). Originals left unused go."""
+    floats, that another run uses is computed again inside that run: its Bridge then reads the
+    input and feeds the float on every call (input_items.py), where taken as an argument it would
+    be keyed by value (an optimizer step re-extracted for every new learning rate). Originals left
+    unused go."""
     run_of = {node: i for i, run in enumerate(runs) for node in run}
     moved = False
     for i, run in enumerate(runs):
