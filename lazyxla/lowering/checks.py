@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 import torch
 
@@ -93,6 +94,40 @@ def _std_var(name):
 check(*ops_named("var", "std"))(_std_var("std and var"))
 check(*ops_named("var_mean"))(_std_var("var_mean"))
 check(*ops_named("std_mean"))(_std_var("std_mean"))
+
+
+def _degrees_of_freedom(op):
+    """Eager's warning where a std or var divides by zero or less (one row, correction >= n):
+    the result is inf or NaN, and nothing else would say why. Made once per signature, which
+    holds a Python correction's type, not its value. An empty input's comes from eager's own
+    kernel, which meta.py runs on empty stand-ins."""
+    names = [a.name for a in op._schema.arguments]
+    fname = op._schema.name.split("::")[1]
+
+    def fn(*args, **kwargs):
+        bound = dict(zip(names, args), **kwargs)
+        x, dim = bound["self"], bound.get("dim")
+        if x.numel() == 0:
+            return
+        correction = bound.get("correction")
+        if correction is None:
+            correction = 0 if bound.get("unbiased") is False else 1
+        if isinstance(dim, int):
+            dim = [dim]
+        elif dim is not None and not all(isinstance(d, int) for d in dim):
+            return  # (dimension names)
+        kept = 1 if not dim else math.prod(
+            n for i, n in enumerate(x.shape) if i not in {d % max(x.dim(), 1) for d in dim})
+        reduced = x.numel() // kept if kept else 0
+        if reduced - correction <= 0:
+            warnings.warn(f"{fname}(): degrees of freedom is <= 0. Correction should be strictly "
+                          "less than the reduction factor (input numel divided by output numel).",
+                          stacklevel=2)
+    return fn
+
+
+for _op in ops_named("var", "std", "var_mean", "std_mean"):
+    check(_op)(_degrees_of_freedom(_op))
 
 
 @check(*ops_named("lerp"))

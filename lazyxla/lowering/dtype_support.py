@@ -136,9 +136,7 @@ def _dtype_error(e: Exception) -> int:
 def _run(op, args, kwargs, shaped, halves_as=None) -> int:
     cpu_args, cpu_kwargs = _stand_ins((args, kwargs), shaped, halves_as)
     try:
-        with warnings.catch_warnings():  # the call itself warns as eager does, once
-            warnings.simplefilter("ignore")
-            _PROBED_AS.get(op, op)(*cpu_args, **cpu_kwargs)
+        _quietly(_PROBED_AS.get(op, op), cpu_args, cpu_kwargs)
     except (NotImplementedError, RuntimeError) as e:
         kind = _dtype_error(e)
         if kind == _DTYPE or (kind == _HALF and halves_as is None
@@ -150,6 +148,20 @@ def _run(op, args, kwargs, shaped, halves_as=None) -> int:
     except Exception:  # noqa: BLE001 - an error of the stand-ins, not of the call's dtypes
         pass
     return _NOT_DTYPE
+
+
+def _quietly(fn, args, kwargs) -> None:
+    """fn(*args, **kwargs) with its warnings dropped: the call itself warns as eager does, once.
+    A C++ kernel's warning (std's "degrees of freedom is <= 0" on a one-element stand-in) reaches
+    Python only where a torch function returns to Python, and an OpOverload call is none: it
+    would surface at the end of the user's own call. Tensor.apply_ is such a function that calls
+    back into Python, so it delivers them here, inside the filter."""
+    def call(v):
+        fn(*args, **kwargs)
+        return v
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.zeros(1).apply_(call)
 
 
 def _fails_in_float32(op, args, kwargs, shaped) -> bool:

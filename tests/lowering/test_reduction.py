@@ -128,6 +128,36 @@ def test_var_edge():
     check(lambda x: x.std(1), make((3, 4), nan=True))
 
 
+_STD_VAR = {"std": torch.std, "var": torch.var, "std_mean": torch.std_mean, "var_mean": torch.var_mean}
+
+
+def _dof_warnings(fn):
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message).split(" Correction")[0] for w in seen if "degrees of freedom" in str(w.message)]
+
+
+@pytest.mark.parametrize("name", sorted(_STD_VAR))
+def test_std_var_record_without_a_spurious_warning(name):
+    # the dtype probe runs eager's kernel on one-element stand-ins; its C++ warning ("degrees of
+    # freedom is <= 0") reached the user's call
+    x = torch.randn(7, 3).to(lazyxla.device())
+    assert _dof_warnings(lambda: _STD_VAR[name](x, 0)) == []
+
+
+@pytest.mark.parametrize("name", sorted(_STD_VAR))
+@pytest.mark.parametrize("shape,dim,kw", [((1, 9), 0, {}), ((2, 11), (0, 1), {"correction": 22}),
+                                          ((1, 1, 1), None, {}), ((0, 5), 1, {}), ((1, 6), 0, {"correction": 0})])
+def test_std_var_warn_as_eager_where_degrees_of_freedom_are_not_positive(name, shape, dim, kw):
+    x = torch.randn(shape)
+    fn = _STD_VAR[name]
+    expected = _dof_warnings(lambda: fn(x, dim, **kw))
+    assert _dof_warnings(lambda: fn(x.to(lazyxla.device()), dim, **kw)) == expected
+    assert expected == ([] if kw.get("correction") == 0 else [f"{name}(): degrees of freedom is <= 0."])
+
+
 # --------------------------------------------------------------------------------------- all/any
 
 @pytest.mark.parametrize("dtype", [BOOL, F32, I64])
