@@ -8,6 +8,7 @@ functional op and write the result into the mutated tensors; view ops record a v
 from __future__ import annotations
 
 import itertools
+import threading
 import warnings
 
 import torch
@@ -102,13 +103,20 @@ def is_cpu_scalar(t: torch.Tensor) -> bool:
 # While the dynamo bridge traces a graph: id(scalar node) -> (node, the CPU 0-dim tensor it was
 # read from), so that a graph input of that kind is fed its current value on every replay.
 CPU_SCALAR_SOURCES: dict | None = None
+TRACER: int | None = None  # the thread that traces (the trace's state is none of another's)
+_thread = threading.get_ident
+
+
+def tracing_here() -> bool:
+    """Whether the calling thread is tracing a graph for the dynamo bridge."""
+    return CPU_SCALAR_SOURCES is not None and TRACER == _thread()
 
 
 def cpu_scalar_node(t: torch.Tensor) -> Node:
     """The runtime scalar that 0-dim CPU tensor `t` feeds a program: during a bridge trace it is
     tied to `t`, so that a replay reads t's value then, never the value it had when traced."""
     node = scalar_node(t.item(), t.dtype)
-    if CPU_SCALAR_SOURCES is not None:
+    if tracing_here():
         CPU_SCALAR_SOURCES[id(node)] = (node, t)  # holding node: its id stays unique
     return node
 
@@ -217,7 +225,7 @@ class _Recorder:
         if tv in _NUMBERS:
             if runtime_scalar:
                 node = scalar_node(v)
-                if SOURCED_NUMBERS is not None and (tv, v) in SOURCED_NUMBERS:
+                if SOURCED_NUMBERS is not None and (tv, v) in SOURCED_NUMBERS and tracing_here():
                     CPU_SCALAR_SOURCES[id(node)] = (node, SOURCED_NUMBERS[tv, v])
                 self.inputs.append(node)
                 self.key.append(tv)
@@ -352,7 +360,7 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     # an in-place call's scalars are checked by its own overload: eager words some errors apart
     vinfo = info if validate is None else op_info(validate)
     if vinfo.value_check is not None:
-        if SOURCED_NUMBERS is not None:
+        if SOURCED_NUMBERS is not None and tracing_here():
             SOURCED_NUMBERS.note_checked(vinfo.value_check, args, kwargs)
         vinfo.value_check(*args, **kwargs)
     inputs, attrs, key = convert_args(op, args, kwargs, info)

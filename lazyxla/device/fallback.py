@@ -65,7 +65,7 @@ def device_value(t: torch.Tensor):
 
 def to_cpu(t: torch.Tensor) -> torch.Tensor:
     """A CPU copy of a lazyxla tensor's current value."""
-    if dispatch.CPU_SCALAR_SOURCES is not None:  # (set while the bridge traces)
+    if dispatch.tracing_here():
         raise FallbackInTrace("lazyxla: a traced graph reads a device value into Python (.item(), "
                               ".cpu()); a program cannot hold that read")
     value = device_value(t)
@@ -105,7 +105,7 @@ class FallbackInTrace(RuntimeError):
 
 def cpu_fallback(op, args, kwargs):
     name = op._schema.name.split("::")[-1] + ("" if op._overloadname == "default" else f".{op._overloadname}")
-    if dispatch.CPU_SCALAR_SOURCES is not None:  # (set while the bridge traces)
+    if dispatch.tracing_here():
         raise FallbackInTrace(f"lazyxla: {name} runs on the CPU for these arguments; a traced "
                               "program cannot hold it")
     metrics.record_fallback(name, user_site())

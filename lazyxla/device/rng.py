@@ -3,9 +3,14 @@ from (seed, counter): a fresh dropout mask every step with no recompile, and `to
 makes runs reproducible."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
 
 _state = {"seed": 0, "counter": 0}
+_lock = threading.Lock()  # threads that draw at once get distinct counters
+# While a trace draws apart: (its thread, the state it draws from), see drawn_apart()
+_apart: list = [None]
 # A node (an int64 0-dim seed) that random ops take as their seed instead of drawing one: set while
 # PyTorch's RNG-preserving operators run an op (see rng_prims.py)
 OVERRIDE: list = [None]
@@ -22,9 +27,27 @@ def initial_seed() -> int:
 
 def next_seed() -> int:
     """A 63-bit seed for the next random op, a hash of (seed, counter)."""
-    _state["counter"] += 1
-    h = hashlib.blake2b(f"{_state['seed']}:{_state['counter']}".encode(), digest_size=8).digest()
+    state, apart = _state, _apart[0]
+    if apart is not None and apart[0] == threading.get_ident():
+        state = apart[1]
+    with _lock:
+        state["counter"] += 1
+        seed, counter = state["seed"], state["counter"]
+    h = hashlib.blake2b(f"{seed}:{counter}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") >> 1
+
+
+@contextlib.contextmanager
+def drawn_apart():
+    """The calling thread's random ops draw from a copy of the state meanwhile: a trace's ops (their
+    seeds are fed at every replay) consume none of the device RNG, and other threads' draws go on
+    as before."""
+    saved = _apart[0]
+    _apart[0] = (threading.get_ident(), dict(_state))
+    try:
+        yield
+    finally:
+        _apart[0] = saved
 
 
 def get_state() -> tuple[int, int]:

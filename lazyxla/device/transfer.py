@@ -26,7 +26,7 @@ def _traced_scalar(src) -> bool:
     """A 0-dim CPU tensor moved to lazyxla inside a graph the bridge traces: it becomes a runtime
     scalar read from it on every replay (`step.to(device)` must not freeze the trace's step count
     into the program)."""
-    return dispatch.CPU_SCALAR_SOURCES is not None and dispatch.is_cpu_scalar(src)
+    return dispatch.tracing_here() and dispatch.is_cpu_scalar(src)
 
 
 def copy_(self, src, non_blocking=False):

@@ -10,6 +10,7 @@ OutputHandler. Every later call feeds the executable directly and never traces.
 from __future__ import annotations
 
 import logging
+import threading
 
 import torch
 
@@ -102,7 +103,13 @@ def extract(gm, args, name="graph", attrs=(), warm_up=True) -> Extracted:
     `warm_up=False`: remember the program, compile it at its first call (a trace with stand-ins,
     which may not be the program the bridge keeps)."""
     metrics.counter_inc("DynamoExtractCompiledGraph")
-    executor.sync_all()  # so that clearing the trace's IR afterwards cannot drop the user's work
+    # the trace's IR is dropped at the end (mutated inputs revert to their data); what was pending
+    # is synced first, so that no user's work goes with it
+    with executor.undone_recording(), rng.drawn_apart():
+        return _traced(gm, args, name, attrs, warm_up)
+
+
+def _traced(gm, args, name, attrs, warm_up) -> Extracted:
     call_args, args = args, tuple(args) + tuple(attrs)
     for a in args:
         cpu_ok = isinstance(a, torch.Tensor) and dispatch.is_cpu_scalar(a) and not a.requires_grad
@@ -117,9 +124,10 @@ def extract(gm, args, name="graph", attrs=(), warm_up=True) -> Extracted:
     # Each argument's device data as the trace begins: what the program's parameters are, and
     # what tells a write (even one of another input's data: x.copy_(y)) from no write.
     start = [buf.state_of(a).root.node if _is_lazy(a) else None for a in args]
-    rng_state = rng.get_state()  # the trace's random ops must not consume the device RNG
     dispatch.BUDGET.suspended += 1  # a trace must never execute
-    dispatch.CPU_SCALAR_SOURCES = sources = {}
+    saved = dispatch.CPU_SCALAR_SOURCES, dispatch.TRACER
+    sources: dict = {}
+    dispatch.CPU_SCALAR_SOURCES, dispatch.TRACER = sources, threading.get_ident()
     try:
         outs = gm(*call_args)
         container = type(outs) if isinstance(outs, (tuple, list)) else None
@@ -151,14 +159,12 @@ def extract(gm, args, name="graph", attrs=(), warm_up=True) -> Extracted:
         else:
             h, matcher = None, None
     finally:
-        dispatch.CPU_SCALAR_SOURCES = None
-        executor.clear_pending_ir()  # undo the trace: mutated inputs revert to their data
-        for j, a in enumerate(args):  # and those a whole-tensor copy_ gave other device data:
-            if start[j] is not None:  # that is no pending IR, but the program's to write
+        dispatch.CPU_SCALAR_SOURCES, dispatch.TRACER = saved
+        for j, a in enumerate(args):  # inputs a whole-tensor copy_ gave other device data: that
+            if start[j] is not None:  # is no pending IR, but the program's to write
                 root = buf.state_of(a).root
                 if root.node is not start[j]:
                     root.write(start[j])
-        rng.set_state(rng_state)
         dispatch.BUDGET.suspended -= 1
     return Extracted(h, matcher, handler, tuple(mut_slots), container, structure(args))
 

@@ -174,17 +174,15 @@ def find_unsupported(gm, args) -> list[torch.fx.Node]:
 
 def trial_run(gm, args) -> _Collector:
     from lazyxla.device import rng
-    saved, rng_state = metrics.snapshot(), rng.get_state()
-    executor.sync_all()
+    saved = metrics.snapshot()
     try:
-        collector = _Collector(gm)
-        collector.run(*[_stand_in(a) for a in args])
-        return collector
+        with executor.undone_recording(), rng.drawn_apart():
+            collector = _Collector(gm)
+            collector.run(*[_stand_in(a) for a in args])
+            return collector
     finally:
-        executor.clear_pending_ir()
         metrics.restore(saved)
         metrics.counter_inc("DynamoTrialRun")  # (after the restore, which would undo it)
-        rng.set_state(rng_state)
 
 
 def describe(nodes) -> str:

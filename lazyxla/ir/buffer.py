@@ -10,6 +10,7 @@ through any view is seen by the base and by every other view (functionalization)
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 
 import torch
@@ -49,8 +50,48 @@ class _OrderedWeakSet:
         return r is not None and r() is x
 
 
+class _PendingSet(_OrderedWeakSet):
+    """The buffers sync() executes. While the dynamo bridge traces a graph, the tracing thread's
+    pending buffers are kept apart (`trace`): the trace's undo reverts those alone, and no other
+    thread's sync executes them, nor does the undo drop another thread's recording."""
+    __slots__ = ("trace", "tracer")
+
+    def __init__(self):
+        super().__init__()
+        self.trace, self.tracer = None, None
+
+    def add(self, x) -> None:
+        if self.tracer is not None and self.tracer == threading.get_ident():
+            self.trace.add(x)
+        else:
+            _OrderedWeakSet.add(self, x)
+
+    def discard(self, x) -> None:
+        self._d.pop(id(x), None)
+        if self.trace is not None:
+            self.trace.discard(x)
+
+    def begin_trace(self):
+        """Keep the calling thread's pending buffers apart from now on; returns what end_trace
+        restores (a trace within a trace keeps its own)."""
+        saved = self.trace, self.tracer
+        self.trace, self.tracer = _OrderedWeakSet(), threading.get_ident()
+        return saved
+
+    def end_trace(self, saved) -> list:
+        """Stop keeping the trace apart; returns the buffers it left pending."""
+        left = list(self.trace)
+        self.trace, self.tracer = saved
+        return left
+
+
 # Buffers whose value is a pending computation; sync() executes them.
-PENDING = _OrderedWeakSet()
+PENDING = _PendingSet()
+
+# Held by whatever walks or executes the pending recording (a graph cut marks shared nodes; a sync
+# rewrites buffers) and by a bridge trace from start to undo: threads that share lazyxla tensors'
+# nodes (a model's parameters) then never interleave those steps. Re-entrant: a trace syncs.
+RUNTIME_LOCK = threading.RLock()
 
 
 class Buffer:

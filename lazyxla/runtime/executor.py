@@ -7,6 +7,7 @@ run_cached_graph, clear_pending_ir, needs_materialization).
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import operator
 import time
@@ -106,12 +107,19 @@ def execute_arguments(program, arguments):
         else:
             _unreported.append((program.checks, flags))
             if len(_unreported) > _INFLIGHT_PRUNE:  # a loop that never reads: keep flagged ones
-                _unreported[:] = [(n, f) for n, f in _unreported if not f.is_ready() or np.asarray(f).any()]
+                _prune(_unreported, lambda e: not e[1].is_ready() or np.asarray(e[1]).any())
     metrics.metric_add("ExecuteTime", _now() - t0)
     _inflight.extend([_weakref(a) for a in outs])
     if len(_inflight) > _INFLIGHT_PRUNE:
-        _inflight[:] = [r for r in _inflight if (a := r()) is not None and not a.is_ready()]
+        _prune(_inflight, lambda r: (a := r()) is not None and not a.is_ready())
     return outs
+
+
+def _prune(entries: list, keep) -> None:
+    """Keep the entries `keep` accepts, leaving any another thread appends meanwhile: one slice
+    assignment, atomic under the GIL, replaces the prefix that was looked at."""
+    n = len(entries)
+    entries[:n] = [e for e in entries[:n] if keep(e)]
 
 
 def _raise_out_of_range(checks, flags) -> None:
@@ -142,13 +150,13 @@ def report_index_errors(block: bool = False) -> None:
     syncs look at the programs that have finished; wait() waits for all."""
     if not _unreported:
         return
-    bad, pending = [], []
-    for checks, flags in _unreported:
+    bad, pending, n = [], [], len(_unreported)
+    for checks, flags in _unreported[:n]:
         if not block and not flags.is_ready():
             pending.append((checks, flags))
             continue
         bad.extend(c for c, f in zip(checks, np.asarray(flags)) if f)
-    _unreported[:] = pending
+    _unreported[:n] = pending
     _raise_flagged(bad, "reported by lazyxla after the program ran: its out-of-range reads were "
                         "clamped, its out-of-range writes dropped, its integer divisions by zero "
                         "gave -1 (remainders: the dividend), the values eager rejects (a "
@@ -206,8 +214,9 @@ def sync_buffers(buffers) -> None:
     for node, arr in zip(roots, outs):
         node.become_data(arr)
     for b in buffers:
-        b.committed = b.node
-        buf.PENDING.discard(b)
+        if b.node.op is DATA:  # (not written again meanwhile, by a thread that shares it)
+            b.committed = b.node
+            buf.PENDING.discard(b)
 
 
 # How far below each pending buffer _needed_later looks, and how many nodes in all (per op of the
@@ -333,19 +342,21 @@ def sync_all() -> None:
     metrics.counter_inc("MarkStep")
     for fn in _sync_listeners:
         fn()
-    sync_isolating(list(buf.PENDING))
+    with buf.RUNTIME_LOCK:
+        sync_isolating(list(buf.PENDING))
 
 
 def sync_isolating(buffers) -> None:
     """sync_buffers, except that a failing computation loses no other result: every other buffer
     is committed, then the error is raised (see _sync_isolating). sync() and reads use this."""
-    try:
-        sync_buffers(buffers)
-    except Exception:
-        errors: list = []
-        _sync_isolating(buffers, errors)
-        if errors:
-            raise errors[0]
+    with buf.RUNTIME_LOCK:
+        try:
+            sync_buffers(buffers)
+        except Exception:
+            errors: list = []
+            _sync_isolating(buffers, errors)
+            if errors:
+                raise errors[0]
 
 
 def _sync_isolating(buffers, errors) -> None:
@@ -375,7 +386,9 @@ def wait() -> None:
     """Block until every dispatched execution whose outputs are still referenced has finished."""
     import jax
     check_not_forked()
-    refs, _inflight[:] = list(_inflight), []
+    n = len(_inflight)
+    refs = _inflight[:n]
+    del _inflight[:n]
     jax.block_until_ready([a for r in refs if (a := r()) is not None and not a.is_deleted()])
     report_index_errors(block=True)
 
@@ -408,7 +421,10 @@ def needs_materialization(tensors) -> list[bool]:
 def cut_tensors(tensors, api: str = "cut_tensors") -> Graph | None:
     """The graph computing `tensors` (their pending roots); None when nothing is pending."""
     roots = _roots([buf.state_of(t).root for t in _lazy_tensors(tensors, api)])
-    return cut(roots) if roots else None
+    if not roots:
+        return None
+    with buf.RUNTIME_LOCK:
+        return cut(roots)
 
 
 def graph_hash(tensors) -> str | None:
@@ -490,7 +506,27 @@ def _torch_dtype(a):
 def clear_pending_ir() -> None:
     """Drop the pending recording of every live tensor: each buffer reverts to the device data it
     last held (so inputs that a trace mutated are restored)."""
-    for b in list(buf.PENDING):
+    with buf.RUNTIME_LOCK:
+        revert(list(buf.PENDING))
+
+
+@contextlib.contextmanager
+def undone_recording():
+    """For a trace whose recording is dropped: holds the runtime (other threads' syncs and reads
+    wait; their recording goes on), syncs what is pending, keeps this thread's recording apart,
+    and at the end drops it: each buffer the trace wrote goes back to its device data."""
+    with buf.RUNTIME_LOCK:
+        sync_all()
+        saved = buf.PENDING.begin_trace()
+        try:
+            yield
+        finally:
+            revert(buf.PENDING.end_trace(saved))
+
+
+def revert(buffers) -> None:
+    """Drop the pending values of `buffers`: each goes back to its last device data."""
+    for b in buffers:
         if b.node.op is not DATA and b.committed is not None:
             b.node = b.committed
         buf.PENDING.discard(b)
