@@ -167,10 +167,10 @@ class SourcedNumbers(dict):
 SOURCED_NUMBERS: SourcedNumbers | None = None
 
 
-class ViewWatch:
+class ViewWatch(threading.local):
     """While an in-place or out= kernel records (`on`), the roots of the views its call reads:
-    its write can overlap memory only through them (overlap.py)."""
-    __slots__ = ("on", "roots")
+    its write can overlap memory only through them (overlap.py). Per thread: another thread's
+    reads are none of this call's."""
 
     def __init__(self):
         self.on, self.roots = False, []

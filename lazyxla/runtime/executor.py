@@ -189,6 +189,11 @@ def sync_buffers(buffers) -> None:
     reads. A loop that reads a value every step and never syncs (a generation loop: its KV cache
     written in place, its position counters chained step after step) then runs one step's
     program each time, instead of one that grows with every step and recomputes them all."""
+    with buf.RUNTIME_LOCK:
+        _sync_buffers(buffers)
+
+
+def _sync_buffers(buffers) -> None:
     buffers = [b for b in buffers if b.node.op is not DATA]
     for b in buffers:
         if b.node.op is SCALAR:  # a buffer filled from a runtime scalar: nothing to compile
@@ -214,9 +219,12 @@ def sync_buffers(buffers) -> None:
     for node, arr in zip(roots, outs):
         node.become_data(arr)
     for b in buffers:
-        if b.node.op is DATA:  # (not written again meanwhile, by a thread that shares it)
-            b.committed = b.node
+        node = b.node
+        if node.op is DATA:
+            b.committed = node
             buf.PENDING.discard(b)
+            if b.node is not node:  # another thread wrote it meanwhile: that value is pending
+                buf.PENDING.add(b)
 
 
 # How far below each pending buffer _needed_later looks, and how many nodes in all (per op of the

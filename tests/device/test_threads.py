@@ -175,3 +175,45 @@ def test_a_thread_that_prepares_batches_while_the_main_thread_trains():
     finally:
         thread.join()
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_threads_that_train_their_own_models_at_once_match_eager():
+    # Each sync cut and executed what every thread had pending while the others recorded; the
+    # compiled backward's input sync cut its graph without the lock.
+    init = threading.Lock()
+
+    def train(k, device, steps=8):
+        with init:  # torch's CPU RNG is global: seed and initialize in one go
+            torch.manual_seed(k)
+            model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+        model = model.to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        loss_of = lambda x: model(x).square().mean()  # noqa: E731
+        if device != "cpu" and k % 2:
+            loss_of = torch.compile(loss_of, backend="lazyxla")
+        g = torch.Generator().manual_seed(100 + k)
+        losses = []
+        for _ in range(steps):
+            loss = loss_of(torch.randn(8 + k, 16, generator=g).to(device))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if device != "cpu":
+                lazyxla.sync()
+            losses.append(loss.detach())
+        return torch.stack([v.cpu() for v in losses])
+    n = 4
+    expected = [train(k, "cpu") for k in range(n)]
+    got = [None] * n
+
+    def work(k):
+        got[k] = train(k, D)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for _ in range(2):
+            _run_threads(work, n)
+            for k in range(n):
+                torch.testing.assert_close(got[k], expected[k], rtol=1e-4, atol=1e-5)
+    finally:
+        sys.setswitchinterval(interval)
