@@ -13,6 +13,7 @@ import logging
 import torch
 
 from lazyxla.device.fallback import FallbackInTrace
+from lazyxla.ir.buffer import RUNTIME_LOCK
 from . import partition as part
 from .absorb import absorb_scalar_chains
 from .bridge import Bridge
@@ -39,16 +40,20 @@ class CompiledGraph:
         self.impl = None
 
     def __call__(self, *args):
-        if self.impl is None:
-            self.impl = self._build(args)
+        impl = self.impl
+        if impl is None:
+            with RUNTIME_LOCK:  # (threads that call it first at once build it once)
+                impl = self.impl = self.impl or self._build(args)
         try:
-            return self.impl(*args)
+            return impl(*args)
         except FallbackInTrace:
             # every op lowers, but not for these arguments (index_put with a mask and integers):
             # nothing ran (the trace stopped at that op); the trial run places it
-            if type(self.impl) is not Bridge:
+            if type(impl) is not Bridge:
                 raise
-            self.impl = self._build(args, trial=True)
+            with RUNTIME_LOCK:
+                if self.impl is impl:
+                    self.impl = self._build(args, trial=True)
             return self.impl(*args)
 
     def _build(self, args, trial=False):

@@ -27,6 +27,7 @@ from .partition import is_input_item
 
 log = logging.getLogger("lazyxla.dynamo")
 _counters = metrics._counters  # the hot path bumps RunCachedGraph without a call
+_runtime_lock = buf.RUNTIME_LOCK
 
 
 def debug_enabled() -> bool:
@@ -316,6 +317,11 @@ class Bridge:
         return entry
 
     def __call__(self, *call_args, _retried=False):
+        # One thread at a time: a call may re-trace, or change what is fed, under another's feet.
+        with _runtime_lock:
+            return self._call(call_args, _retried)
+
+    def _call(self, call_args, _retried):
         key = self._key(call_args)
         entry = self.programs.get(key)
         if entry is None:
@@ -333,7 +339,7 @@ class Bridge:
                 self._stop_feeding()
                 log.warning("lazyxla: %s keys its number inputs by value from now on: %s",
                             self.name, e)
-                return self(*call_args, _retried=True)
+                return self._call(call_args, True)
             if entry.checks:
                 items.run_checks(entry.checks, fed)
         if entry.hash is None:  # nothing to compute: outputs are inputs, constants, numbers
@@ -351,7 +357,7 @@ class Bridge:
             key = self._key(call_args)
             if key not in self.programs:
                 self._retrace(key, call_args, cause=f"tensor argument structure changed: {e}")
-            return self(*call_args, _retried=True)
+            return self._call(call_args, True)
         try:
             results = executor.execute_arguments(exe, feed)
         except (TypeError, ValueError) as e:  # a tensor's shape/dtype differs from the trace's
@@ -359,7 +365,7 @@ class Bridge:
                 raise
             self._retrace(key, call_args, cause=f"input shapes or dtypes changed under the same "
                                                 f"non-tensor arguments {key}: {e}")
-            return self(*call_args, _retried=True)
+            return self._call(call_args, True)
         for j, slot, shape, dtype in entry.mutated:  # in-place updates, applied exactly once
             args[j].untyped_storage()._lazyxla.root.write(
                 _Node(DATA, (), None, shape, dtype, data=results[slot]))

@@ -217,3 +217,31 @@ def test_threads_that_train_their_own_models_at_once_match_eager():
                 torch.testing.assert_close(got[k], expected[k], rtol=1e-4, atol=1e-5)
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_threads_that_call_one_compiled_model_at_once_get_their_own_results():
+    # The compiled model's first calls built its program in several threads at once, and a call
+    # that re-traced (a new batch size) or changed what it feeds did so under another call's feet
+    # (1 run in 5 of this test failed so).
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 4))
+    xs = [torch.randn(1 + i % 5, 16) for i in range(40)]
+    with torch.no_grad():
+        expected = [model(x) for x in xs]
+    model = model.to(D)
+    got = {}
+
+    def work(k):
+        for i in range(k, len(xs)):
+            with torch.no_grad():
+                got[k, i] = compiled(xs[i].to(D)).cpu()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        compiled = torch.compile(model, backend="lazyxla")
+        _run_threads(work, 4)
+        for (k, i), y in got.items():
+            torch.testing.assert_close(y, expected[i], rtol=1e-4, atol=1e-5)
+    finally:
+        sys.setswitchinterval(interval)
