@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 import torch
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from lazyxla.device.fallback import FallbackInTrace
 from lazyxla.ir.buffer import RUNTIME_LOCK
@@ -43,7 +44,7 @@ class CompiledGraph:
         impl = self.impl
         if impl is None:
             with RUNTIME_LOCK:  # (threads that call it first at once build it once)
-                impl = self.impl = self.impl or self._build(args)
+                impl = self.impl = self.impl or _code_generated(self._build(args))
         try:
             return impl(*args)
         except FallbackInTrace:
@@ -53,7 +54,7 @@ class CompiledGraph:
                 raise
             with RUNTIME_LOCK:
                 if self.impl is impl:
-                    self.impl = self._build(args, trial=True)
+                    self.impl = _code_generated(self._build(args, trial=True))
             return self.impl(*args)
 
     def _build(self, args, trial=False):
@@ -77,6 +78,17 @@ class CompiledGraph:
         if debug_enabled():
             print(f"[lazyxla dynamo] {self.name}: fallback ops:\n{part.describe(unsupported)}")
         return fused
+
+
+def _code_generated(impl):
+    """`impl` with the Python code of its graph modules generated now, under the lock. A lazy graph
+    module (Dynamo's, a partitioned graph's) generates it at its first call, and FX's code
+    generation renames a graph's nodes while it runs: threads calling one at once for the first
+    time generated code that named another call's variables (NameError: 'l_args_0__1')."""
+    if isinstance(impl, torch.nn.Module):
+        for m in impl.modules():
+            _LazyGraphModule.force_recompile(m)
+    return impl
 
 
 def _bridge_compiler(fallback, kind):
