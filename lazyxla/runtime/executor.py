@@ -350,8 +350,7 @@ def sync_all() -> None:
     metrics.counter_inc("MarkStep")
     for fn in _sync_listeners:
         fn()
-    with buf.RUNTIME_LOCK:
-        sync_isolating(list(buf.PENDING))
+    sync_isolating(list(buf.PENDING))
 
 
 def sync_isolating(buffers) -> None:
