@@ -116,8 +116,8 @@ def _degrees_of_freedom(op):
             dim = [dim]
         elif dim is not None and not all(isinstance(d, int) for d in dim):
             return  # (dimension names)
-        kept = 1 if not dim else math.prod(
-            n for i, n in enumerate(x.shape) if i not in {d % max(x.dim(), 1) for d in dim})
+        reduced_dims = {d % max(x.dim(), 1) for d in dim or ()}
+        kept = math.prod(n for i, n in enumerate(x.shape) if i not in reduced_dims) if dim else 1
         reduced = x.numel() // kept if kept else 0
         if reduced - correction <= 0:
             warnings.warn(f"{fname}(): degrees of freedom is <= 0. Correction should be strictly "
