@@ -13,6 +13,7 @@ import numpy as np
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
+from .exact_arith import rounder
 from .pointwise import is_one
 from .registry import LU_PIVOTS, aten, check_values, register
 
@@ -130,12 +131,35 @@ def addr(self, u, v, beta=1, alpha=1):
     if u.dtype == jnp.bool_:
         prod = u[:, None] & v[None, :]
         return prod | ((self != 0) & (beta != 0))
+    if np.dtype(u.dtype) in _LOW_FLOATS:
+        return _addr_low(self, u, v, beta, alpha)
     # eager's kernel: beta * self + (alpha * vec1) * vec2, each product in the dtype
     if not is_one(alpha):
         if not jnp.issubdtype(u.dtype, jnp.inexact):  # (converted to the dtype: truncated)
             alpha = alpha if isinstance(alpha, int) else jnp.asarray(alpha).astype(u.dtype)
         u = u * alpha
     return _add_scaled(self, u[:, None] * v[None, :], beta, 1)
+
+
+def _addr_low(self, u, v, beta, alpha):
+    """addr in float16 / bfloat16: eager's kernel, beta * self + (alpha * vec1) * vec2 with beta
+    and alpha converted to the dtype, every operation rounded to it (in float32, rounded by
+    `rounder`: XLA would fuse the product and the sum into one FMA in native float16)."""
+    low, f32 = u.dtype, jnp.float32
+    r = rounder(low)
+    to_low = lambda s: jnp.asarray(s).astype(low).astype(f32)  # noqa: E731
+    u, v = u.astype(f32), v.astype(f32)
+    if not is_one(alpha):
+        u = r(u * to_low(alpha))
+    prod = r(u[:, None] * v[None, :])
+    self = self.astype(f32)
+    if is_one(beta):
+        out = r(prod + self)
+    elif isinstance(beta, (int, float)) and beta == 0:
+        out = prod + jnp.zeros_like(self)
+    else:
+        out = r(prod + jnp.where(beta == 0, jnp.zeros((), f32), r(self * to_low(beta))))
+    return out.astype(low)
 
 
 @register(aten.triu.default)
@@ -183,7 +207,15 @@ def diag_embed(x, offset=0, dim1=-2, dim2=-1, _meta=None):
 def linalg_cross(a, b, dim=-1):
     shape = jnp.broadcast_shapes(a.shape, b.shape)
     a, b = jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)
-    return jnp.cross(a, b, axis=dim % len(shape))
+    axis = dim % len(shape)
+    if np.dtype(a.dtype) not in _LOW_FLOATS:
+        return jnp.cross(a, b, axis=axis)
+    # eager's kernel in the dtype: a1 * b2 - a2 * b1, each product and the difference rounded
+    r, low = rounder(a.dtype), a.dtype
+    a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+    x, y = ([jnp.take(t, i, axis=axis) for i in range(3)] for t in (a, b))
+    out = [r(r(x[i] * y[j]) - r(x[j] * y[i])) for i, j in ((1, 2), (2, 0), (0, 1))]
+    return jnp.stack(out, axis=axis).astype(low)
 
 
 # ------------------------------------------------------------------------------ LAPACK-backed ops
