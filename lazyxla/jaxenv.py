@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 
 import numpy as np
 import ml_dtypes
 import jax
 import torch
+
+from lazyxla import envflags
 
 x64 = jax.enable_x64  # context manager: with x64(True): ...
 
@@ -200,7 +203,37 @@ _target = None  # (sharding, [device]) of the default device
 
 def to_host(a: jax.Array) -> torch.Tensor:
     check_not_forked()
+    if isinstance(a, jax.Array):
+        wait_ready([a])
     return numpy_to_tensor(np.asarray(a))
+
+
+# XLA's CPU runtime runs a program on a worker thread and, when it ends, wakes the thread blocked
+# on its results. On a 2-core VM that wake-up cost about 50 us a program (benchmarks/wait_ready.py),
+# more than a small program's whole run. So on the CPU backend a wait polls first, for up to
+# LAZYXLA_SPIN_WAIT_US (default 300; 0: block at once), then blocks.
+_SPIN_WAIT_US = 300
+_spin_s = None
+
+
+def _spin_seconds() -> float:
+    global _spin_s
+    us = envflags.count("LAZYXLA_SPIN_WAIT_US", _SPIN_WAIT_US)
+    _spin_s = us * 1e-6 if jax.default_backend() == "cpu" else 0.0
+    return _spin_s
+
+
+def wait_ready(arrays) -> None:
+    """Block until every array in `arrays` is computed (raising a failed computation's error)."""
+    spin = _spin_s if _spin_s is not None else _spin_seconds()
+    if spin:
+        left = [a for a in arrays if not a.is_ready()]
+        if left:
+            now = time.perf_counter
+            end = now() + spin
+            while left and now() < end:
+                left = [a for a in left if not a.is_ready()]
+    jax.block_until_ready(arrays)
 
 
 def versions() -> tuple:

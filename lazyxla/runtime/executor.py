@@ -20,7 +20,8 @@ from lazyxla import host_malloc, metrics
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import Graph, cut
 from lazyxla.ir.node import DATA, SCALAR, data_node
-from lazyxla.jaxenv import check_not_forked, clear_scalar_cache, np_dtype, put_array, x64
+from lazyxla.jaxenv import (check_not_forked, clear_scalar_cache, np_dtype, put_array, wait_ready,
+                            x64)
 from lazyxla.lowering import registry
 from .cache import CompilationCache
 from .compiler import compile_spec
@@ -391,12 +392,11 @@ def _sync_isolating(buffers, errors) -> None:
 
 def wait() -> None:
     """Block until every dispatched execution whose outputs are still referenced has finished."""
-    import jax
     check_not_forked()
     n = len(_inflight)
     refs = _inflight[:n]
     del _inflight[:n]
-    jax.block_until_ready([a for r in refs if (a := r()) is not None and not a.is_deleted()])
+    wait_ready([a for r in refs if (a := r()) is not None and not a.is_deleted()])
     report_index_errors(block=True)
 
 
