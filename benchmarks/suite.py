@@ -29,7 +29,7 @@ LABEL = {"eager": "eager (CPU)", "eager_here": "eager (CPU), timed in the lazy p
          "inductor": "torch.compile inductor", "lazy": "lazyxla lazy (sync/step)",
          "lazy_pipelined": "lazyxla lazy, pipelined (wait per 10 steps)",
          "compiled": "lazyxla torch.compile", "direct": "direct XLA (floor)",
-         "direct_cold": "direct XLA, cold L2", "dynamo_floor": "Dynamo floor (no-op backend + direct)",
+         "direct_cold": "direct XLA, cold L2", "direct_polled": "direct XLA, polled wait", "dynamo_floor": "Dynamo floor (no-op backend + direct)",
          "torch_xla_lazy": "torch_xla lazy", "torch_xla": "torch_xla openxla", "torchax": "torchax jit"}
 # Other processes' CPU use while a job ran, in cores (its own, and the suite's, excluded): above
 # this the machine was shared and the latencies are noisy. (The load average cannot tell: the
@@ -222,6 +222,8 @@ def rows(results):
             t["direct"] = d
             if d.get("cold"):
                 t["direct_cold"] = dict(d["cold"], ok=True, system="direct_cold")
+            if d.get("polled"):
+                t["direct_polled"] = dict(d["polled"], ok=True, system="direct_polled")
             if r.get("dynamo_floor"):
                 t["dynamo_floor"] = dict(r["dynamo_floor"], ok=True, system="dynamo_floor")
         if r["system"] == "lazy" and r.get("ok") and r.get("pipelined"):
@@ -287,6 +289,9 @@ def render(meta, results) -> str:
              "forward and backward compilers and the optimizer step's backend, handing back fresh "
              "aliases of outputs made once): the least any torch.compile backend can cost per "
              "call or step for these executables.")
+    L.append("- direct, polled wait = the same calls, waiting for their outputs as lazyxla.wait() "
+             "does (on the CPU backend: polling for up to LAZYXLA_SPIN_WAIT_US before blocking), "
+             "where direct blocks at once as JAX's block_until_ready does.")
     L.append("- eager, timed in the lazy process = the same eager step on the CPU, timed in the lazy "
              "job's process in rounds alternating with lazy mode's: the lazy/eager targets use it, "
              "so a slow phase of the machine during one job does not decide them.")
@@ -301,7 +306,7 @@ def render(meta, results) -> str:
         L.append(f"- **{k}**: {v}")
     L.append("")
     table = rows(results)
-    order = ["eager", "eager_here", "inductor", "lazy", "lazy_pipelined", "compiled", "dynamo_floor", "direct", "direct_cold",
+    order = ["eager", "eager_here", "inductor", "lazy", "lazy_pipelined", "compiled", "dynamo_floor", "direct", "direct_cold", "direct_polled",
              "torch_xla_lazy", "torch_xla", "torchax"]
     L.append("## Steady-state latency\n")
     L.append("| workload | mode | system | median ms | p90 ms | vs eager | vs direct | first call s | "
@@ -356,16 +361,18 @@ def _oneline(s):
 def targets(table) -> list[str]:
     L = ["## Targets (measured)\n"]
     L.append("| workload | mode | compiled/direct (<= 1.10) | compiled/direct, cold L2 | "
+             "compiled/direct, polled wait | "
              "compiled/Dynamo floor | lazy/eager (MLP train < 1.5) | lazy pipelined/eager | first call s | "
              "1.5 x XLA compile + Dynamo s | first-call target | inductor first call / ours (>= 5) | "
              "compiled/torch_xla openxla (<= 0.5) | lazy/torch_xla lazy (<= 1) |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for (w, m), t in table.items():
         c, ind = t.get("compiled"), t.get("inductor")
         ok = lambda r: r is not None and r.get("ok")  # noqa: E731
         med = lambda k: t[k]["median_ms"] if ok(t.get(k)) else None  # noqa: E731
         cd = _ratio(med("compiled"), med("direct"))
         cold = _ratio(med("compiled"), med("direct_cold"))
+        polled = _ratio(med("compiled"), med("direct_polled"))
         floor = _ratio(med("compiled"), med("dynamo_floor"))
         # against eager timed in the lazy process where there is one (alternating rounds: the
         # same phases of the machine), else against the eager job's own run
@@ -381,7 +388,8 @@ def targets(table) -> list[str]:
         fc = "—" if first is None or bound is None else ("ok" if first <= bound else "MISS")
         vs_ind = _ratio(ind.get("first_s"), first) if ok(ind) else None
         vs_ind = "—" if vs_ind is None else f"{vs_ind:.1f} {'ok' if vs_ind >= 5 else 'MISS'}"
-        L.append(f"| {w} | {m} | {verdict(cd, 1.10)} | {_f(cold, '{:.2f}')} | {_f(floor, '{:.2f}')} | "
+        L.append(f"| {w} | {m} | {verdict(cd, 1.10)} | {_f(cold, '{:.2f}')} | {_f(polled, '{:.2f}')} | "
+                 f"{_f(floor, '{:.2f}')} | "
                  f"{verdict(le, 1.5, True) if (w, m) == ('mlp', 'train') else _f(le, '{:.2f}')} | "
                  f"{verdict(lp, 1.5, True) if (w, m) == ('mlp', 'train') else _f(lp, '{:.2f}')} | "
                  f"{_f(first, '{:.2f}')} | {_f(bound, '{:.2f}')} | {fc} | {vs_ind} | "
@@ -400,7 +408,7 @@ def chart(results, path, meta):
     import matplotlib.pyplot as plt
     table = rows(results)
     groups = list(table)
-    systems = [s for s in ["eager", "inductor", "lazy", "lazy_pipelined", "compiled", "dynamo_floor", "direct", "direct_cold",
+    systems = [s for s in ["eager", "inductor", "lazy", "lazy_pipelined", "compiled", "dynamo_floor", "direct", "direct_cold", "direct_polled",
                            "torch_xla_lazy", "torch_xla", "torchax"] if any(s in t for t in table.values())]
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) + 2), 4.5))
     width = 0.8 / max(1, len(systems))

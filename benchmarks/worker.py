@@ -214,6 +214,7 @@ class Runner:
             out["counters"] = counters()
             out["direct"] = dict(_stats(times.pop("direct")), executables=len(self.captured))
             out["direct"]["cold"] = _stats(times.pop("direct_cold"))
+            out["direct"]["polled"] = _stats(times.pop("direct_polled"))
             if "dynamo_floor" in times:
                 out["dynamo_floor"] = _stats(times.pop("dynamo_floor"))
             if "pipelined" in times:
@@ -262,11 +263,12 @@ class Runner:
 
     def direct_calls(self) -> dict:
         """The floor: the executables lazyxla ran for one step, called through JAX with the very
-        inputs it fed them (already device arrays), blocking on their outputs; and the same after
-        reading an unrelated 8 MB array (untimed), which evicts them from the L1/L2 caches."""
+        inputs it fed them (already device arrays), blocking on their outputs; the same after
+        reading an unrelated 8 MB array (untimed), which evicts them from the L1/L2 caches; and
+        the same waiting as lazyxla.wait() does (polling first on the CPU backend)."""
         import jax
         import numpy as np
-        from lazyxla.jaxenv import x64
+        from lazyxla.jaxenv import wait_ready, x64
         from lazyxla.runtime import executor
         captured = []
         orig = executor.execute_arguments
@@ -287,7 +289,12 @@ class Runner:
         def direct():
             with x64(True):
                 jax.block_until_ready([exe(*inp) for exe, inp in captured])
-        return {"direct": direct, "direct_cold": (other.sum, direct)}  # (untimed prefix, timed)
+
+        def direct_polled():  # waiting as lazyxla.wait() does (polling first on the CPU backend)
+            with x64(True):
+                wait_ready([exe(*inp) for exe, inp in captured])
+        return {"direct": direct, "direct_cold": (other.sum, direct),  # (untimed prefix, timed)
+                "direct_polled": direct_polled}
 
     def dynamo_floor(self):
         """The least any torch.compile backend can cost per call on this executable: Dynamo (frame

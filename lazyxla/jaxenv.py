@@ -211,9 +211,11 @@ def to_host(a: jax.Array) -> torch.Tensor:
 # XLA's CPU runtime runs a program on a worker thread and, when it ends, wakes the thread blocked
 # on its results. On a 2-core VM that wake-up cost about 50 us a program (benchmarks/wait_ready.py),
 # more than a small program's whole run. So on the CPU backend a wait polls first, for up to
-# LAZYXLA_SPIN_WAIT_US (default 300; 0: block at once), then blocks.
+# LAZYXLA_SPIN_WAIT_US (default 300; 0: block at once), then blocks; unless the last wait took
+# longer than that: programs that long gain nothing from it (a transformer's ran 2-5% slower).
 _SPIN_WAIT_US = 300
 _spin_s = None
+_last_wait = 0.0  # seconds the last wait took
 
 
 def _spin_seconds() -> float:
@@ -225,15 +227,20 @@ def _spin_seconds() -> float:
 
 def wait_ready(arrays) -> None:
     """Block until every array in `arrays` is computed (raising a failed computation's error)."""
+    global _last_wait
     spin = _spin_s if _spin_s is not None else _spin_seconds()
-    if spin:
+    if not spin:
+        jax.block_until_ready(arrays)
+        return
+    now = time.perf_counter
+    start = now()
+    if _last_wait < spin:
         left = [a for a in arrays if not a.is_ready()]
-        if left:
-            now = time.perf_counter
-            end = now() + spin
-            while left and now() < end:
-                left = [a for a in left if not a.is_ready()]
+        end = start + spin
+        while left and now() < end:
+            left = [a for a in left if not a.is_ready()]
     jax.block_until_ready(arrays)
+    _last_wait = now() - start
 
 
 def versions() -> tuple:

@@ -12,7 +12,8 @@ def test_report_rows_and_verdicts():
     compiled = _r("compiled", 0.50, first_s=0.4, xla_compile_first_s=0.2, dynamo_s=0.2,
                   compiles_first=1, compiles_steady=0,
                   direct={"median_ms": 0.40, "p90_ms": 0.5, "executables": 1,
-                          "cold": {"median_ms": 0.45, "p90_ms": 0.5}},
+                          "cold": {"median_ms": 0.45, "p90_ms": 0.5},
+                          "polled": {"median_ms": 0.42, "p90_ms": 0.5}},
                   dynamo_floor={"median_ms": 0.48, "p90_ms": 0.6})
     results = [_r("eager", 0.25), _r("inductor", 0.3, first_s=4.0), compiled,
                _r("lazy", 0.9, compiles_first=1, compiles_steady=0),
@@ -24,11 +25,12 @@ def test_report_rows_and_verdicts():
             "xla_flags": "f", "loadavg_start": (0, 0, 0), "loadavg_end": (0, 0, 0),
             "max_loadavg": 0.0, "peers": "none"}
     md = suite.render(meta, results)
-    for label in ("direct XLA (floor)", "direct XLA, cold L2", "Dynamo floor"):
+    for label in ("direct XLA (floor)", "direct XLA, cold L2", "direct XLA, polled wait", "Dynamo floor"):
         assert label in md
     infer = next(l for l in md.splitlines() if l.startswith("| mlp | infer | 1.25 MISS"))
-    # compiled/cold direct 0.50/0.45, compiled/Dynamo floor 0.50/0.48, inductor 4.0 s / ours 0.4 s
-    assert "| 1.11 | 1.04 |" in infer and "| 10.0 ok |" in infer
+    # compiled/cold direct 0.50/0.45, compiled/polled direct 0.50/0.42, compiled/Dynamo floor
+    # 0.50/0.48, inductor 4.0 s / ours 0.4 s
+    assert "| 1.11 | 1.19 | 1.04 |" in infer and "| 10.0 ok |" in infer
     assert infer.endswith("| 0.50 ok | 0.75 ok |")  # compiled/openxla 0.5/1.0, lazy 0.9/1.2
     assert "torch_xla openxla" in md and "torch_xla lazy" in md
     assert "| 3.60 | — | 0.40 | 0.50 | ok |" in infer  # lazy/eager, no pipelined run; first call 0.4 s <= 1.5 x 0.2 + 0.2
@@ -145,6 +147,19 @@ def test_host_malloc_benchmark_checks_its_jobs_before_running_any():
                  ["--jobs", ""], ["--rounds", "0"], ["--seconds", "0"]):
         with pytest.raises(SystemExit) as e:
             host_malloc.main(argv + ["--out", "/nonexistent/never-written"])
+        assert e.value.code == 2
+
+
+def test_wait_ready_benchmark_checks_its_jobs_before_running_any():
+    """benchmarks/wait_ready.py: an unknown workload, mode or system, or no rounds, is a usage
+    error (exit status 2), not a child process failing minutes in."""
+    import pytest
+    from benchmarks import wait_ready
+    for argv in (["--jobs", "mlp:infer:lazy,nope:train:lazy"], ["--jobs", "mlp:eval:lazy"],
+                 ["--jobs", "mlp:infer:eager"], ["--jobs", "mlp:infer"], ["--jobs", ""],
+                 ["--rounds", "0"], ["--seconds", "0"]):
+        with pytest.raises(SystemExit) as e:
+            wait_ready.main(argv + ["--out", "/nonexistent/never-written"])
         assert e.value.code == 2
 
 

@@ -32,6 +32,7 @@ class _Pending:
 def spin(monkeypatch):
     def set_us(us):
         monkeypatch.setattr(jaxenv, "_spin_s", us * 1e-6)
+        monkeypatch.setattr(jaxenv, "_last_wait", 0.0)
     return set_us
 
 
@@ -49,6 +50,19 @@ def test_polling_stops_when_the_window_ends_and_the_wait_blocks(spin):
     jaxenv.wait_ready([a])
     assert time.perf_counter() - t0 < 0.5
     assert a.seen > 1 and a.blocked == 1
+
+
+def test_after_a_wait_longer_than_the_window_the_next_one_blocks_at_once(spin):
+    """Long programs gain nothing from polling; a short wait turns it back on."""
+    spin(2000)
+    jaxenv.wait_ready([_Pending(polls=None)])  # polled 2 ms, then blocked: longer than the window
+    assert jaxenv._last_wait >= 2e-3
+    a = _Pending(polls=None)
+    jaxenv.wait_ready([a])
+    assert a.seen == 0 and a.blocked == 1  # (it returned at once: a short wait)
+    b = _Pending(polls=3)
+    jaxenv.wait_ready([b])
+    assert b.seen == 4
 
 
 def test_zero_blocks_at_once(spin):

@@ -1,0 +1,107 @@
+"""Waiting for a program's results on the CPU backend: blocked at once (LAZYXLA_SPIN_WAIT_US=0)
+against lazyxla's default, which polls for up to 300 us first, unless the last wait took longer
+(lazyxla/jaxenv.py, wait_ready).
+Each side runs in its own process (the setting is read once); the two alternate, round after
+round, so a slow phase of the machine does not decide one side.
+
+    python -m benchmarks.wait_ready                               # MLP and transformer, 2 rounds
+    python -m benchmarks.wait_ready --jobs mlp:infer:compiled --rounds 3
+
+A job is workload:mode:system (system: lazy, sync() + wait() per step; or compiled). Per job:
+the median step, and the process's CPU time per step (what the polling costs). Writes
+benchmarks/results/wait_ready.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+JOBS = ("mlp:infer:lazy,mlp:infer:compiled,mlp:train:lazy,mlp:train:compiled,"
+        "transformer:infer:lazy,transformer:infer:compiled,transformer:train:compiled")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def child(workload: str, mode: str, system: str, seconds: float) -> dict:
+    from benchmarks import worker
+    worker.start_xla_runtime(system, 1)
+    runner = worker.Runner({"system": system, "workload": workload, "mode": mode, "threads": 1})
+    runner.setup()
+    for _ in range(5):
+        runner.block(runner.step())
+    times, c0, t_end = [], time.process_time(), time.perf_counter() + seconds
+    while time.perf_counter() < t_end or len(times) < 10:
+        t = time.perf_counter()
+        runner.block(runner.step())
+        times.append(time.perf_counter() - t)
+    cpu = (time.process_time() - c0) / len(times)
+    return {"median_ms": statistics.median(times) * 1e3, "cpu_ms": cpu * 1e3, "steps": len(times)}
+
+
+def _run(job, seconds, spin_us: str | None) -> dict:
+    from benchmarks.suite import _env
+    env = {k: v for k, v in _env(1).items() if k != "LAZYXLA_SPIN_WAIT_US"}
+    if spin_us is not None:
+        env["LAZYXLA_SPIN_WAIT_US"] = spin_us
+    p = subprocess.run([sys.executable, "-m", "benchmarks.wait_ready", "--child", *job, str(seconds)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    if p.returncode or not lines:
+        raise RuntimeError(f"{':'.join(job)}: exited {p.returncode}: {p.stderr.strip()[-800:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", default=JOBS, help=f"comma list of workload:mode:system (default {JOBS})")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per process")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "wait_ready.md"))
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        workload, mode, system, seconds = args.child
+        print("RESULT " + json.dumps(child(workload, mode, system, float(seconds))), flush=True)
+        return 0
+    from benchmarks.workloads import WORKLOADS
+    jobs = [tuple(j.split(":")) for j in args.jobs.split(",")]
+    for j in jobs:
+        if len(j) != 3 or j[0] not in WORKLOADS or j[1] not in ("infer", "train") \
+                or j[2] not in ("lazy", "compiled"):
+            ap.error(f"bad job {':'.join(j)!r}: expected workload:infer|train:lazy|compiled, "
+                     f"workload one of {', '.join(WORKLOADS)}")
+    if args.rounds < 1 or args.seconds <= 0:
+        ap.error("--rounds must be at least 1 and --seconds above 0")
+    from benchmarks.worker import write_report
+    rows = []
+    for job in jobs:
+        runs = {"0": [], None: []}
+        for _ in range(args.rounds):
+            for spin in ("0", None):
+                runs[spin].append(_run(job, args.seconds, spin))
+        med = {s: {k: statistics.median(x[k] for x in runs[s]) for k in ("median_ms", "cpu_ms")}
+               for s in runs}
+        rows.append((job, med["0"], med[None]))
+        print(f"{':'.join(job)}: {med['0']['median_ms']:.3f} -> {med[None]['median_ms']:.3f} ms", flush=True)
+    lines = ["# Waiting on the CPU backend: blocking at once against polling first", "",
+             f"`python -m benchmarks.wait_ready --jobs {args.jobs} --rounds {args.rounds}` on "
+             f"{time.strftime('%Y-%m-%d %H:%M')}. One core for XLA, as in the suite; each side in "
+             f"its own process, alternating; medians over {args.rounds} rounds of each process's "
+             "median step. Block: LAZYXLA_SPIN_WAIT_US=0; poll: lazyxla's default (300 us, skipped "
+             "while the last wait took longer). CPU: "
+             "the process's CPU time per step, all threads (XLA's included).", "",
+             "| workload | mode | system | block ms | poll ms | ratio | CPU ms a step, block | poll |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for (workload, mode, system), b, p in rows:
+        lines.append(f"| {workload} | {mode} | {system} | {b['median_ms']:.3f} | {p['median_ms']:.3f} | "
+                     f"{p['median_ms'] / b['median_ms']:.2f} | {b['cpu_ms']:.3f} | {p['cpu_ms']:.3f} |")
+    write_report(lines, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
