@@ -292,7 +292,7 @@ class Runner:
 
         def direct_polled():  # waiting as lazyxla.wait() does (polling first on the CPU backend)
             with x64(True):
-                wait_ready([exe(*inp) for exe, inp in captured])
+                wait_ready(jax.tree_util.tree_leaves([exe(*inp) for exe, inp in captured]))
         return {"direct": direct, "direct_cold": (other.sum, direct),  # (untimed prefix, timed)
                 "direct_polled": direct_polled}
 

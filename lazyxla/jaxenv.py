@@ -226,7 +226,8 @@ def _spin_seconds() -> float:
 
 
 def wait_ready(arrays) -> None:
-    """Block until every array in `arrays` is computed (raising a failed computation's error)."""
+    """Block until every array in `arrays` (a flat list of jax.Arrays) is computed, raising a
+    failed computation's error."""
     global _last_wait
     spin = _spin_s if _spin_s is not None else _spin_seconds()
     if not spin:
