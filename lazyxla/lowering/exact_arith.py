@@ -19,22 +19,24 @@ except ImportError:  # pragma: no cover
 
 # ---------------------------------------------------------------- arithmetic of the input dtype
 
-def round_half(v):
-    """float32 `v` rounded to float16's values (nearest, ties to even; subnormals kept; overflow to
-    inf), still float32. Not `v.astype(float16).astype(float32)`: on a CPU with native float16
-    arithmetic (AVX512-FP16) LLVM narrows that round trip and the float32 operations around it to
-    float16 operations, then fuses a multiply and the add that uses it into one FMA, which rounds
-    once where eager rounds twice. reduce_precision is bit arithmetic it cannot narrow."""
+def round_to(v, dtype):
+    """float32 `v` rounded to the values of `dtype` (float16 or bfloat16: nearest, ties to even;
+    subnormals kept; overflow to inf), still float32. Not `v.astype(dtype).astype(float32)`: on a
+    CPU with native float16 arithmetic (AVX512-FP16) LLVM narrows that round trip and the float32
+    operations around it to float16 operations, then fuses a multiply and the add that uses it into
+    one FMA, which rounds once where eager rounds twice. reduce_precision is bit arithmetic it
+    cannot narrow (for bfloat16 it equals the conversion on every value tried, NaN included)."""
+    dtype = np.dtype(dtype)
+    if dtype != np.float16:
+        return lax.reduce_precision(v, *_REDUCED[dtype])
     q = lax.reduce_precision(v, 5, 10)  # (flushes half's subnormals, which are float32 normals)
     return jnp.where(jnp.abs(v) < 2.0 ** -14, jnp.round(v * 2.0 ** 24) * 2.0 ** -24, q)
 
 
 def rounder(dtype, back=jnp.float32):
-    """Rounds values computed in a wider float to `dtype` and back to `back`: what eager's scalar
-    c10::Half / BFloat16 arithmetic does after every operation."""
-    if np.dtype(dtype) == np.float16:
-        return lambda v: round_half(v.astype(jnp.float32)).astype(back)
-    return lambda v: v.astype(dtype).astype(back)
+    """Rounds values computed in a wider float to `dtype` (float16 or bfloat16) and back to
+    `back`: what eager's scalar c10::Half / BFloat16 arithmetic does after every operation."""
+    return lambda v: round_to(v.astype(jnp.float32), dtype).astype(back)
 
 
 class Arith:
@@ -56,9 +58,7 @@ class Arith:
             return v
         if self.host:
             return v.astype(self.dtype).astype(self.cd)
-        if self.dtype == np.float16:
-            return round_half(v)
-        return lax.reduce_precision(v, *self.bits)
+        return round_to(v, self.dtype)
 
     def from_double(self, v):
         """A double converted to the dtype (c10 converts to half through float)."""

@@ -51,6 +51,27 @@ def test_the_float16_rounder_is_numpys_conversion_everywhere():
     assert np.array_equal(np.signbit(got), np.signbit(want))
 
 
+def test_the_bfloat16_rounder_is_the_conversion_everywhere():
+    """rounder(bfloat16) (reduce_precision, which LLVM cannot narrow to native bfloat16 arithmetic
+    the way it narrows a conversion round trip) rounds as the conversion does: every finite
+    bfloat16, the midpoints and their neighbours, 200000 random float32 bit patterns (NaNs among
+    them), overflow, subnormals."""
+    import ml_dtypes
+    bf = ml_dtypes.bfloat16
+    h = np.arange(0, 0x7F80, dtype=np.uint16).view(bf).astype(np.float32)
+    mid = ((h[:-1].astype(np.float64) + h[1:]) / 2).astype(np.float32)
+    bits = np.random.default_rng(0).integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    v = np.concatenate([h, mid, np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(0)),
+                        bits.view(np.float32), np.float32([3.4e38, 3.39e38, np.inf, np.nan, 1e-45])])
+    v = np.concatenate([v, -v])
+    got = np.asarray(jax.jit(rounder(bf))(v))
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = v.astype(bf).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    nan = np.isnan(want)
+    assert np.array_equal(np.signbit(got)[~nan], np.signbit(want)[~nan])
+
+
 def test_a_rounded_product_is_not_fused_into_the_sum():
     """r(r(a * b) + c) rounds twice. With a float16 round trip XLA fused it into one FMA on CPUs
     with native float16 arithmetic (AVX512-FP16): 1129 of 4096 results a rounding step off."""
