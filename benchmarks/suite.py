@@ -287,8 +287,8 @@ def render(meta, results) -> str:
              "L1/L2 caches. Dynamo floor = torch.compile with backends whose compiled functions only "
              "call the captured executables on their captured inputs (training: aot_autograd's "
              "forward and backward compilers and the optimizer step's backend, handing back fresh "
-             "aliases of outputs made once): the least any torch.compile backend can cost per "
-             "call or step for these executables.")
+             "aliases of outputs made once) and which wait for the outputs as lazyxla.wait() does: "
+             "the least any torch.compile backend can cost per call or step for these executables.")
     L.append("- direct, polled wait = the same calls, waiting for their outputs as lazyxla.wait() "
              "does (on the CPU backend: polling for up to LAZYXLA_SPIN_WAIT_US before blocking), "
              "where direct blocks at once as JAX's block_until_ready does.")

@@ -303,7 +303,7 @@ class Runner:
         import jax
         import torch
         from benchmarks.workloads import make
-        from lazyxla.jaxenv import x64
+        from lazyxla.jaxenv import wait_ready, x64
         if len(self.captured) != 1:
             return None
         (exe, inp), = self.captured
@@ -326,7 +326,7 @@ class Runner:
         def call():
             with torch.no_grad():
                 fm(x)
-            jax.block_until_ready(box)
+            wait_ready(jax.tree_util.tree_leaves(box))  # (waiting as lazyxla does)
         for _ in range(5):
             call()
         return call
@@ -345,7 +345,7 @@ class Runner:
         from torch._functorch.aot_autograd import make_boxed_func
         from torch._subclasses.fake_tensor import unset_fake_temporarily
         from benchmarks.workloads import make
-        from lazyxla.jaxenv import x64
+        from lazyxla.jaxenv import wait_ready, x64
         if len(self.captured) != 3 or not self.job.get("compile_optimizer", True):
             return None
         lx, dev, box = self.lazyxla, self.lazyxla.device(), []
@@ -384,7 +384,7 @@ class Runner:
             fwd(x, y).backward()
             ostep()
             opt.zero_grad(set_to_none=True)
-            jax.block_until_ready(box)
+            wait_ready(jax.tree_util.tree_leaves(box))  # (waiting as lazyxla does)
             box.clear()
             lx.sync()  # aot_autograd's write-backs of mutated inputs (BatchNorm's statistics)
         for _ in range(5):
