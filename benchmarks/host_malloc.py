@@ -15,7 +15,6 @@ import json
 import pathlib
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
@@ -43,16 +42,12 @@ def child(workload: str, mode: str, seconds: float) -> dict:
 
 
 def _run(workload, mode, seconds, recipe: bool) -> dict:
-    from benchmarks.suite import _env
+    from benchmarks.suite import _env, run_child
     env = {k: v for k, v in _env(1).items() if not k.startswith("MALLOC_")}
     if recipe:
         env.update(RECIPE)
-    p = subprocess.run([sys.executable, "-m", "benchmarks.host_malloc", "--child", workload, mode,
-                        str(seconds)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    if p.returncode or not lines:
-        raise RuntimeError(f"{workload} {mode}: exited {p.returncode}: {p.stderr.strip()[-800:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_child("benchmarks.host_malloc", ["--child", workload, mode, str(seconds)], env,
+                     f"{workload} {mode}")
 
 
 def main(argv=None) -> int:

@@ -53,6 +53,17 @@ def _own_cpu_seconds() -> float:
     return sum(r.ru_utime + r.ru_stime for r in own)
 
 
+def run_child(module: str, args, env: dict, what: str) -> dict:
+    """`python -m module *args` in a process of its own (the benchmarks that compare settings read
+    at process start: malloc's, lazyxla's environment); its last `RESULT <json>` line."""
+    p = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=900)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    if p.returncode or not lines:
+        raise RuntimeError(f"{what}: exited {p.returncode}: {p.stderr.strip()[-800:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
 def _env(threads: int, extra_pythonpath: bool = True) -> dict:
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("LAZYXLA_BENCH_XLA_FLAGS") or

@@ -17,7 +17,6 @@ import argparse
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
@@ -43,16 +42,11 @@ def child(workload: str, mode: str, system: str, seconds: float) -> dict:
 
 
 def _run(job, seconds, spin_us: str | None) -> dict:
-    from benchmarks.suite import _env
+    from benchmarks.suite import _env, run_child
     env = {k: v for k, v in _env(1).items() if k != "LAZYXLA_SPIN_WAIT_US"}
     if spin_us is not None:
         env["LAZYXLA_SPIN_WAIT_US"] = spin_us
-    p = subprocess.run([sys.executable, "-m", "benchmarks.wait_ready", "--child", *job, str(seconds)],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    if p.returncode or not lines:
-        raise RuntimeError(f"{':'.join(job)}: exited {p.returncode}: {p.stderr.strip()[-800:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_child("benchmarks.wait_ready", ["--child", *job, str(seconds)], env, ":".join(job))
 
 
 def main(argv=None) -> int:
