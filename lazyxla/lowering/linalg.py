@@ -147,7 +147,8 @@ def _addr_low(self, u, v, beta, alpha):
     `rounder`: XLA would fuse the product and the sum into one FMA in native float16)."""
     low, f32 = u.dtype, jnp.float32
     r = rounder(low)
-    to_low = lambda s: jnp.asarray(s).astype(low).astype(f32)  # noqa: E731
+    # (c10 converts a double scalar to the dtype through float)
+    to_low = lambda s: r(jnp.asarray(s).astype(f32))  # noqa: E731
     u, v = u.astype(f32), v.astype(f32)
     if not is_one(alpha):
         u = r(u * to_low(alpha))
