@@ -15,6 +15,7 @@ from jax import lax
 
 from lazyxla.ir import meta
 
+from . import conv_grad
 from .exact_arith import rounder
 from .registry import aten, check_index, register
 from .unpool import pool_grad
@@ -108,8 +109,19 @@ meta.OUTPUT_FIXES[aten.convolution.default] = _conv_output_layout
 @register(aten.convolution_backward.default)
 def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
                          groups, output_mask):
-    gi, gw = _vjp(lambda a, b: _conv(a, b, stride, padding, dilation, transposed, output_padding, groups),
-                  [x, w], g, output_mask[:2])
+    def fwd(a, b):
+        return _conv(a, b, stride, padding, dilation, transposed, output_padding, groups)
+    if not (output_mask[1] and conv_grad.applies(x)):
+        gi, gw = _vjp(fwd, [x, w], g, output_mask[:2])
+    else:  # the weight gradient in the form XLA's CPU runtime computes fastest (conv_grad.py)
+        gi = _vjp(lambda a: fwd(a, w), [x], g, [True])[0] if output_mask[0] else None
+        nd = x.ndim - 2
+        if conv_grad.is_pointwise(w, _tup(padding, nd), groups, transposed):
+            gw = conv_grad.pointwise_weight_grad(x, w, g, _tup(stride, nd))
+        else:
+            gw = conv_grad.chunked_weight_grad(
+                lambda xs, gs: _vjp(lambda b: fwd(xs, b), [w], gs, [True])[0], x, g,
+                conv_grad.batch_chunk(x, w, g, transposed))
     gb = None
     if output_mask[2]:
         gb = jnp.sum(g, axis=(0,) + tuple(range(2, g.ndim)))

@@ -1,0 +1,188 @@
+"""Convolution weight gradients on XLA's CPU backend: lazyxla's `convolution_backward` lowering as
+one convolution (jax.vjp of the forward, as before lowering/conv_grad.py) against its form now
+(1x1 kernels as a matrix product, other 2-d convolutions over batch chunks), beside eager's
+`convolution_backward`, per layer shape; then the ResNet training step's program compiled both
+ways.
+
+    python -m benchmarks.conv_weight_grad            # writes benchmarks/results/conv_weight_grad.md
+    python -m benchmarks.conv_weight_grad --quick    # 4 layer shapes, no whole program
+
+One process; XLA on one core and torch on one thread, as in the suite. Each layer: the weight
+gradient alone (input gradient not asked for), median of 9 runs after one; the forms' results are
+compared with eager's in float64. The program: lazy mode's ResNet training step, its one program
+compiled with each form, the forms alternating in rounds of 3 runs (median).
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# (batch, in channels, out channels, image side, kernel, stride, dtype)
+LAYERS = [(32, 3, 32, 32, 3, 1, "float32"), (32, 32, 32, 32, 3, 1, "float32"),
+          (32, 32, 64, 32, 3, 2, "float32"), (32, 32, 64, 32, 1, 2, "float32"),
+          (32, 64, 64, 16, 3, 1, "float32"), (32, 64, 128, 16, 3, 2, "float32"),
+          (32, 128, 128, 8, 3, 1, "float32"), (32, 256, 256, 4, 3, 1, "float32"),
+          (8, 16, 16, 64, 3, 1, "float32"), (8, 64, 64, 64, 3, 1, "float32"),
+          (16, 64, 64, 56, 3, 1, "float32"), (8, 64, 256, 56, 1, 1, "float32"),
+          (4, 3, 64, 112, 7, 2, "float32"), (256, 32, 32, 32, 3, 1, "float32"),
+          (32, 32, 32, 32, 3, 1, "float64"), (32, 64, 64, 16, 3, 1, "float64")]
+QUICK = [LAYERS[1], LAYERS[3], LAYERS[4], LAYERS[6]]
+
+
+def _median_ms(fn, runs=9) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def _lowering(use_forms: bool):
+    """lazyxla's convolution_backward lowering, with or without conv_grad's forms."""
+    from lazyxla.lowering import conv_grad, nn
+
+    def weight_grad(g, x, w, stride, padding):
+        saved = conv_grad.applies
+        conv_grad.applies = saved if use_forms else (lambda x: False)
+        try:
+            return nn.convolution_backward(g, x, w, None, [stride] * 2, [padding] * 2, [1, 1], False,
+                                           [0, 0], 1, [False, True, False])[1]
+        finally:
+            conv_grad.applies = saved
+    return weight_grad
+
+
+def layer(n, cin, cout, side, k, stride, dtype) -> dict:
+    import jax
+    import numpy as np
+    import torch
+    from lazyxla.jaxenv import x64
+    tdt = getattr(torch, dtype)
+    g0 = torch.Generator().manual_seed(0)
+    x = torch.randn(n, cin, side, side, generator=g0, dtype=tdt)
+    w = torch.randn(cout, cin, k, k, generator=g0, dtype=tdt) * 0.1
+    pad = k // 2
+    out = (side + 2 * pad - k) // stride + 1
+    g = torch.randn(n, cout, out, out, generator=g0, dtype=tdt)
+    args = ([stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1, [False, True, False])
+    eager = torch.ops.aten.convolution_backward
+    ref = eager(g.double(), x.double(), w.double(), None, *args)[1].numpy()
+    row = {"eager_ms": _median_ms(lambda: eager(g, x, w, None, *args))}
+    with x64(True):
+        jx, jw, jg = (jax.device_put(t.numpy()) for t in (x, w, g))
+        for name, use in (("one_ms", False), ("forms_ms", True)):
+            low = _lowering(use)
+            fn = jax.jit(lambda g_, x_, w_, low=low: low(g_, x_, w_, stride, pad))
+            got = np.asarray(fn(jg, jx, jw))
+            row[name] = _median_ms(lambda fn=fn: jax.block_until_ready(fn(jg, jx, jw)))
+            row[name.replace("_ms", "_err")] = float(np.abs(got - ref).max() / np.abs(ref).max())
+    eager_err = eager(g, x, w, None, *args)[1].double().numpy()
+    row["eager_err"] = float(np.abs(eager_err - ref).max() / np.abs(ref).max())
+    return row
+
+
+def program(seconds: float, min_runs: int = 15) -> dict:
+    """The ResNet training step's program, compiled with and without the forms."""
+    import jax
+    import numpy as np
+    from benchmarks.opt_level import _captured_programs
+    from lazyxla.jaxenv import x64
+    from lazyxla.lowering import conv_grad
+    from lazyxla.runtime import compiler
+    (spec, inputs), = _captured_programs("cnn:train", 0)
+    feed = compiler._feeder(spec)
+    saved = conv_grad.applies
+    compiled, compile_s = {}, {}
+    with x64(True):
+        args = [jax.device_put(a) if isinstance(a, np.ndarray) else a
+                for a in (feed(inputs) if feed else inputs)]
+        for use in (False, True):
+            conv_grad.applies = saved if use else (lambda x: False)
+            try:
+                lowered = jax.jit(compiler.build_function(spec, None)).lower(*compiler.param_avals(spec))
+            finally:
+                conv_grad.applies = saved
+            t0 = time.perf_counter()
+            compiled[use] = lowered.compile(compiler_options=compiler.compile_options())
+            compile_s[use] = time.perf_counter() - t0
+
+    def run(use):
+        with x64(True):
+            return jax.block_until_ready(compiled[use](*args))
+    outs = {use: [np.asarray(o) for o in run(use)] for use in (False, True)}
+    diff = max((float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(outs[False], outs[True])
+                if a.dtype.kind == "f" and a.size), default=0.0)
+    times = {False: [], True: []}
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end or len(times[True]) < min_runs:
+        for use in (False, True):
+            for _ in range(3):
+                t0 = time.perf_counter()
+                run(use)
+                times[use].append(time.perf_counter() - t0)
+    return {"one_ms": statistics.median(times[False]) * 1e3, "forms_ms": statistics.median(times[True]) * 1e3,
+            "one_compile_s": compile_s[False], "forms_compile_s": compile_s[True], "max_diff": diff}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="4 layer shapes, no whole program")
+    ap.add_argument("--seconds", type=float, default=20.0, help="timed seconds for the program")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "conv_weight_grad.md"))
+    args = ap.parse_args(argv)
+    if args.seconds <= 0:
+        ap.error("--seconds must be above 0")
+    from benchmarks.worker import start_xla_runtime
+    start_xla_runtime("lazy", 1)
+    import torch
+    torch.set_num_threads(1)
+    from benchmarks.worker import write_report
+    from lazyxla.lowering import conv_grad
+    lines = ["# Convolution weight gradients on XLA's CPU backend", "",
+             f"`python -m benchmarks.conv_weight_grad{' --quick' if args.quick else ''}` on "
+             f"{time.strftime('%Y-%m-%d %H:%M')}. One process, XLA on one core, torch on one thread. "
+             "one convolution = lazyxla's lowering as `jax.vjp` of the forward gives it; lazyxla = "
+             "its form now (`lowering/conv_grad.py`: 1x1 kernels as a matrix product, other 2-d "
+             "convolutions over chunks of the batch). Weight gradient alone, median of 9 runs; "
+             "error: largest difference from eager's float64 result, relative to its largest "
+             "value.", "",
+             "| batch | channels | image | kernel, stride | dtype | form | eager ms | one convolution ms "
+             "| lazyxla ms | one / lazyxla | lazyxla / eager | error: eager | one conv. | lazyxla |",
+             "|---:|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, cin, cout, side, k, stride, dtype in (QUICK if args.quick else LAYERS):
+        r = layer(n, cin, cout, side, k, stride, dtype)
+        import jax
+        x = jax.ShapeDtypeStruct((n, cin, side, side), dtype)
+        w = jax.ShapeDtypeStruct((cout, cin, k, k), dtype)
+        out = (side + 2 * (k // 2) - k) // stride + 1
+        gs = jax.ShapeDtypeStruct((n, cout, out, out), dtype)
+        m = conv_grad.batch_chunk(x, w, gs, False)
+        form = "matrix product" if k == 1 else f"{-(-n // m)} chunks of {m}" if m < n else "one convolution"
+        print(f"{n} {cin}->{cout} {side} k{k} s{stride} {dtype}: eager {r['eager_ms']:.2f} one "
+              f"{r['one_ms']:.2f} lazyxla {r['forms_ms']:.2f} ({form})", flush=True)
+        lines.append(f"| {n} | {cin}->{cout} | {side}x{side} | {k}x{k}, {stride} | {dtype} | {form} | "
+                     f"{r['eager_ms']:.2f} | {r['one_ms']:.2f} | {r['forms_ms']:.2f} | "
+                     f"{r['one_ms'] / r['forms_ms']:.2f} | {r['forms_ms'] / r['eager_ms']:.2f} | "
+                     f"{r['eager_err']:.0e} | {r['one_err']:.0e} | {r['forms_err']:.0e} |")
+    if not args.quick:
+        p = program(args.seconds)
+        print(f"ResNet training step program: {p['one_ms']:.1f} -> {p['forms_ms']:.1f} ms", flush=True)
+        lines += ["", "ResNet training step (the suite's `cnn` workload, batch 32), its one program "
+                  "compiled with each form, runs alternating (median):", "",
+                  "| form | run ms | XLA compile s |", "|---|---:|---:|",
+                  f"| one convolution per weight gradient | {p['one_ms']:.1f} | {p['one_compile_s']:.2f} |",
+                  f"| lazyxla (conv_grad.py) | {p['forms_ms']:.1f} | {p['forms_compile_s']:.2f} |", "",
+                  f"Run time ratio {p['forms_ms'] / p['one_ms']:.2f}; the outputs (loss, parameters, "
+                  f"optimizer state) differ by up to {p['max_diff']:.1e}."]
+    write_report(lines, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
