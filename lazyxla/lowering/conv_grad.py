@@ -11,7 +11,8 @@ slows down far more than its work grows once that contraction outgrows the cache
     positions (2.7-8x faster than the convolution on six layer shapes);
   - other 2-d convolutions with at least 16x16 output positions: the batch is cut into chunks of
     about `_CHUNK_MACS` multiply-adds each, at most `_MAX_CHUNKS` (each chunk is one more
-    convolution to compile: about 30 ms of XLA time). Fitted on one machine over 18 layer shapes
+    convolution to compile: about 30-50 ms of XLA time), and one convolution where that many
+    chunks would each hold over twice that work (no gain measured). Fitted on one machine over 18 layer shapes
     (3 to 256 channels, 4x4 to 112x112 images, batches of 4 to 64); the optimum follows the
     caches, so other CPUs may prefer other sizes (not measured on another CPU yet).
     `benchmarks/conv_weight_grad.py` measures both forms per layer and on a ResNet's step.
@@ -63,9 +64,11 @@ def batch_chunk(x, w, g, transposed) -> int:
     macs = positions * math.prod(w.shape)
     if macs == 0 or positions < _MIN_POSITIONS:
         return n
-    target = _CHUNK_MACS / jnp.dtype(x.dtype).itemsize
-    m = max(1, round(target / macs), -(-n // _MAX_CHUNKS))
-    return min(m, n)
+    m = max(1, round(_CHUNK_MACS / jnp.dtype(x.dtype).itemsize / macs))
+    fewest = -(-n // _MAX_CHUNKS)
+    if fewest > 2 * m:  # chunks that large gain nothing (batch 256 at 32x32: 8 of 32 were slower)
+        return n
+    return min(max(m, fewest), n)
 
 
 def chunked_weight_grad(weight_grad, x, g, m: int):

@@ -29,7 +29,9 @@ def test_chunks_follow_the_work_per_sample():
     assert _chunk(32, 3, 32, 32, 3) == 32  # the stem: little work per sample, one convolution
     assert _chunk(32, 128, 128, 8, 3) == 32  # 8x8 outputs: no gain measured, one convolution
     assert _chunk(32, 32, 32, 32, 3, dtype=jnp.float64) == 4  # twice the bytes, half the chunk
-    assert _chunk(256, 32, 32, 32, 3) == 32  # at most 8 chunks (each one more to compile)
+    assert _chunk(64, 32, 32, 32, 3) == 8
+    assert _chunk(128, 32, 32, 32, 3) == 16  # at most 8 chunks (each one more to compile),
+    assert _chunk(256, 32, 32, 32, 3) == 256  # and none where that leaves them too large
     assert _chunk(16, 64, 64, 56, 3) == 2
     assert _chunk(1, 64, 64, 56, 3) == 1
     # 1-d and 3-d convolutions keep one convolution
