@@ -138,6 +138,16 @@ def plan(quick: bool, workloads=None, modes=None, systems=None):
     return [dict(it, system=s, workload=w, mode=m) for w in wls for m in modes for s in systems]
 
 
+def command_line(quick=False, threads=1, workloads=None, modes=None, systems=None, dynamic=True) -> str:
+    """The `lazyxla bench` options a run was given (peers are listed apart), for its report."""
+    parts = ["lazyxla bench"] + (["--quick"] if quick else []) + \
+        ([f"--threads {threads}"] if threads != 1 else []) + \
+        [f"--{name} {','.join(v)}" for name, v in (("workloads", workloads), ("modes", modes),
+                                                 ("systems", systems)) if v] + \
+        ([] if dynamic else ["--no-dynamic"])
+    return " ".join(parts)
+
+
 def main(quick=False, peer_python=(), threads=1, workloads=None, modes=None, systems=None,
          dynamic=True, out_dir=None, timeout=None) -> int:
     out_dir = Path(out_dir) if out_dir else RESULTS
@@ -147,7 +157,7 @@ def main(quick=False, peer_python=(), threads=1, workloads=None, modes=None, sys
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": quick, "threads": threads,
             "xla_flags": _env(threads)["XLA_FLAGS"], "loadavg_start": os.getloadavg(),
             "cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
-            "command": "lazyxla bench" + (" --quick" if quick else "") + (f" --threads {threads}" if threads != 1 else "")}
+            "command": command_line(quick, threads, workloads, modes, systems, dynamic)}
     try:
         import torch
         import jax

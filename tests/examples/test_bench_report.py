@@ -122,6 +122,15 @@ def test_bench_command_line_is_checked_before_any_job():
                                                 "--systems", "eager,compiled"])) is None
 
 
+def test_the_report_names_the_options_the_run_was_given():
+    """A partial run (one workload, no dynamic lengths) must not be reported as the full suite."""
+    assert suite.command_line() == "lazyxla bench"
+    assert suite.command_line(quick=True, threads=2) == "lazyxla bench --quick --threads 2"
+    assert suite.command_line(workloads=("cnn",), modes=("train",), systems=("eager", "compiled"),
+                              dynamic=False) == \
+        "lazyxla bench --workloads cnn --modes train --systems eager,compiled --no-dynamic"
+
+
 def test_lazy_over_eager_uses_eager_timed_in_the_lazy_process():
     """The eager job ran minutes apart in its own process (2.0 ms, a slow phase); eager timed in
     rounds alternating with lazy mode (1.6 ms) decides lazy/eager and pipelined/eager."""
