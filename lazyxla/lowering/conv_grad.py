@@ -73,6 +73,8 @@ def batch_chunk(x, w, g, transposed) -> int:
 
 def chunked_weight_grad(weight_grad, x, g, m: int):
     """The sum of `weight_grad(x chunk, g chunk)` over chunks of `m` samples."""
+    if m >= x.shape[0]:  # (also an empty batch: m is 0)
+        return weight_grad(x, g)
     total = None
     for start in range(0, x.shape[0], m):
         part = weight_grad(lax.slice_in_dim(x, start, min(start + m, x.shape[0])),

@@ -144,3 +144,12 @@ def test_half_precision_weight_gradients_keep_one_convolution(spy):
     y.sum().backward()
     assert w_d.grad.cpu().dtype == torch.float16
     assert not spy
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_an_empty_batch_gives_zero_weight_gradients(k):
+    x = torch.zeros(0, 4, 8, 8, device=lazyxla.device(), requires_grad=True)
+    w = torch.ones(6, 4, k, k).to(lazyxla.device()).requires_grad_()
+    F.conv2d(x, w, padding=k // 2).sum().backward()
+    assert x.grad.shape == (0, 4, 8, 8)
+    torch.testing.assert_close(w.grad.cpu(), torch.zeros(6, 4, k, k))
