@@ -9,13 +9,14 @@ slows down far more than its work grows once that contraction outgrows the cache
 5.6, and 7 ms as 4 convolutions of 8 samples each, whose gradients add up to the same sum. So:
   - 1x1 kernels (no padding, one group): the gradient is one matrix product over batch and
     positions (2.7-8x faster than the convolution on six layer shapes);
-  - other 2-d convolutions with at least 16x16 output positions: the batch is cut into chunks of
-    about `_CHUNK_MACS` multiply-adds each, at most `_MAX_CHUNKS` (each chunk is one more
-    convolution to compile: about 30-50 ms of XLA time), and one convolution where that many
-    chunks would each hold over twice that work (no gain measured). Fitted on one machine over 18 layer shapes
-    (3 to 256 channels, 4x4 to 112x112 images, batches of 4 to 64); the optimum follows the
-    caches, so other CPUs may prefer other sizes (not measured on another CPU yet).
-    `benchmarks/conv_weight_grad.py` measures both forms per layer and on a ResNet's step.
+  - other 2-d convolutions (and 3-d ones, which conv3d.py computes as 2-d ones) with at least
+    256 output positions per sample: the batch is cut into chunks of about `_CHUNK_MACS`
+    multiply-adds each, at most `_MAX_CHUNKS` (each chunk is one more convolution to compile:
+    about 30-50 ms of XLA time), and kept whole where that many chunks would each hold over
+    twice that work (no gain measured). Fitted on one machine over 18 layer shapes (3 to 256
+    channels, 4x4 to 112x112 images, batches of 4 to 64); the optimum follows the caches, so
+    other CPUs may prefer other sizes (not measured on another CPU yet).
+    `benchmarks/convolutions.py` measures both forms per layer and on a ResNet's step.
 Float32 and float64 only (float16/bfloat16 keep the one convolution and its one rounding), and
 only on the CPU backend: GPU and TPU convolution libraries have their own weight-gradient kernels.
 The chunks' sum adds the per-sample contributions in another order than one convolution does,
@@ -55,9 +56,11 @@ def pointwise_weight_grad(x, w, g, stride):
 
 
 def batch_chunk(x, w, g, transposed) -> int:
-    """Samples per chunk (x.shape[0]: one convolution) for a 2-d convolution's weight gradient."""
+    """Samples per chunk (x.shape[0]: one convolution) for the weight gradient of a 2-d
+    convolution, or of a 3-d one that conv3d.py computes as 2-d ones (the caller asks for those
+    only)."""
     n = x.shape[0]
-    if x.ndim != 4 or n < 2:
+    if not (x.ndim == 4 or (x.ndim == 5 and not transposed)) or n < 2:
         return n
     # per sample, each weight meets every output position (transposed: every input position)
     positions = math.prod((x if transposed else g).shape[2:])

@@ -15,7 +15,7 @@ from jax import lax
 
 from lazyxla.ir import meta
 
-from . import conv_grad
+from . import conv3d, conv_grad
 from .exact_arith import rounder
 from .registry import aten, check_index, register
 from .unpool import pool_grad
@@ -52,6 +52,9 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups, a
     """acc: the accumulation / result dtype (preferred_element_type), None for the input's."""
     nd = x.ndim - 2
     stride, padding, dilation = _tup(stride, nd), _tup(padding, nd), _tup(dilation, nd)
+    if conv3d.applies(x, nd, transposed):
+        return conv3d.conv3d_by_depth_taps(x, w.astype(x.dtype) if w.dtype != x.dtype else w, stride,
+                                           padding, dilation, groups, HIGHEST, acc)
     if not transposed:
         return lax.conv_general_dilated(
             x, w.astype(x.dtype) if w.dtype != x.dtype else w, window_strides=stride,
@@ -119,9 +122,11 @@ def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transpo
         if conv_grad.is_pointwise(w, _tup(padding, nd), groups, transposed):
             gw = conv_grad.pointwise_weight_grad(x, w, g, _tup(stride, nd))
         else:
+            # (3-d: only as conv3d.py's 2-d convolutions; XLA's 3-d one gained nothing from chunks)
+            chunk = conv_grad.batch_chunk(x, w, g, transposed) \
+                if nd == 2 or conv3d.applies(x, nd, transposed) else x.shape[0]
             gw = conv_grad.chunked_weight_grad(
-                lambda xs, gs: _vjp(lambda b: fwd(xs, b), [w], gs, [True])[0], x, g,
-                conv_grad.batch_chunk(x, w, g, transposed))
+                lambda xs, gs: _vjp(lambda b: fwd(xs, b), [w], gs, [True])[0], x, g, chunk)
     gb = None
     if output_mask[2]:
         gb = jnp.sum(g, axis=(0,) + tuple(range(2, g.ndim)))

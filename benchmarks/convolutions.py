@@ -1,16 +1,17 @@
-"""Convolution weight gradients on XLA's CPU backend: lazyxla's `convolution_backward` lowering as
-one convolution (jax.vjp of the forward, as before lowering/conv_grad.py) against its form now
-(1x1 kernels as a matrix product, other 2-d convolutions over batch chunks), beside eager's
-`convolution_backward`, per layer shape; then the ResNet training step's program compiled both
-ways.
+"""Convolutions on XLA's CPU backend, lazyxla's lowerings with and without their CPU forms, beside
+eager: weight gradients as one convolution (jax.vjp of the forward) against lowering/conv_grad.py
+(1x1 kernels as a matrix product, other 2-d convolutions over batch chunks), per layer shape; the
+ResNet training step's program compiled both ways; and 3-d convolutions as XLA's 3-d convolution
+against lowering/conv3d.py (sums of 2-d convolutions over the depth taps), forward and backward.
 
-    python -m benchmarks.conv_weight_grad            # writes benchmarks/results/conv_weight_grad.md
-    python -m benchmarks.conv_weight_grad --quick    # 4 layer shapes, no whole program
+    python -m benchmarks.convolutions            # writes benchmarks/results/convolutions.md
+    python -m benchmarks.convolutions --quick    # 4 layer shapes, 2 3-d ones, no whole program
 
 One process; XLA on one core and torch on one thread, as in the suite. Each layer: the weight
 gradient alone (input gradient not asked for), median of 9 runs after one; the forms' results are
 compared with eager's in float64. The program: lazy mode's ResNet training step, its one program
-compiled with each form, the forms alternating in rounds of 3 runs (median).
+compiled with each form, the forms alternating in rounds of 3 runs (median). 3-d: the forward
+(nn.convolution) and all three gradients (nn.convolution_backward), median of 5 runs after one.
 """
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ LAYERS = [(32, 3, 32, 32, 3, 1, "float32"), (32, 32, 32, 32, 3, 1, "float32"),
           (256, 32, 32, 32, 3, 1, "float32"),
           (32, 32, 32, 32, 3, 1, "float64"), (32, 64, 64, 16, 3, 1, "float64")]
 QUICK = [LAYERS[1], LAYERS[3], LAYERS[4], LAYERS[6]]
+# 3-d: (batch, in channels, out channels, (depth, height, width), kernel, stride)
+LAYERS_3D = [(4, 32, 32, (8, 32, 32), 3, 1), (4, 32, 64, (8, 32, 32), 3, 2), (4, 64, 64, (4, 16, 16), 3, 1),
+             (2, 3, 32, (16, 64, 64), 3, 1), (4, 32, 32, (8, 32, 32), (1, 3, 3), 1),
+             (4, 32, 32, (8, 32, 32), (3, 1, 1), 1)]
+QUICK_3D = LAYERS_3D[:2]
 
 
 def _median_ms(fn, runs=9) -> float:
@@ -88,6 +94,42 @@ def layer(n, cin, cout, side, k, stride, dtype) -> dict:
     return row
 
 
+def layer_3d(n, cin, cout, size, k, stride) -> dict:
+    """Forward and backward of one 3-d layer: eager, XLA's 3-d convolution, lazyxla's depth taps."""
+    import jax
+    import numpy as np
+    import torch
+    from lazyxla.jaxenv import x64
+    from lazyxla.lowering import conv3d, nn
+    k = (k,) * 3 if isinstance(k, int) else tuple(k)
+    pad = [d // 2 for d in k]
+    g0 = torch.Generator().manual_seed(0)
+    x = torch.randn(n, cin, *size, generator=g0)
+    w = torch.randn(cout, cin, *k, generator=g0) * 0.1
+    y = torch.nn.functional.conv3d(x, w, stride=stride, padding=pad)
+    g = torch.randn(y.shape, generator=g0)
+    conv_args = ([stride] * 3, pad, [1, 1, 1], False, [0, 0, 0], 1)
+    row = {"eager_fwd_ms": _median_ms(lambda: torch.nn.functional.conv3d(x, w, stride=stride, padding=pad), 5),
+           "eager_bwd_ms": _median_ms(lambda: torch.ops.aten.convolution_backward(
+               g, x, w, [cout], *conv_args, [True, True, True]), 5)}
+    saved = conv3d.applies
+    with x64(True):
+        jx, jw, jg = (jax.device_put(t.numpy()) for t in (x, w, g))
+        for name, use in (("xla", False), ("taps", True)):
+            conv3d.applies = saved if use else (lambda *a: False)
+            try:
+                fwd = jax.jit(lambda a, b: nn.convolution(a, b, None, *conv_args))
+                bwd = jax.jit(lambda gg, a, b: nn.convolution_backward(gg, a, b, [cout], *conv_args,
+                                                                     [True, True, True]))
+                out = np.asarray(fwd(jx, jw))
+                row[f"{name}_fwd_ms"] = _median_ms(lambda: jax.block_until_ready(fwd(jx, jw)), 5)
+                row[f"{name}_bwd_ms"] = _median_ms(lambda: jax.block_until_ready(bwd(jg, jx, jw)), 5)
+            finally:
+                conv3d.applies = saved
+            row[f"{name}_err"] = float(np.abs(out - y.numpy()).max() / np.abs(y.numpy()).max())
+    return row
+
+
 def program(seconds: float, min_runs: int = 15) -> dict:
     """The ResNet training step's program, compiled with and without the forms."""
     import jax
@@ -133,9 +175,9 @@ def program(seconds: float, min_runs: int = 15) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="4 layer shapes, no whole program")
+    ap.add_argument("--quick", action="store_true", help="4 layer shapes, 2 3-d ones, no whole program")
     ap.add_argument("--seconds", type=float, default=20.0, help="timed seconds for the program")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "conv_weight_grad.md"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "convolutions.md"))
     args = ap.parse_args(argv)
     if args.seconds <= 0:
         ap.error("--seconds must be above 0")
@@ -145,8 +187,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     from benchmarks.worker import write_report
     from lazyxla.lowering import conv_grad
-    lines = ["# Convolution weight gradients on XLA's CPU backend", "",
-             f"`python -m benchmarks.conv_weight_grad{' --quick' if args.quick else ''}` on "
+    lines = ["# Convolutions on XLA's CPU backend", "",
+             f"`python -m benchmarks.convolutions{' --quick' if args.quick else ''}` on "
              f"{time.strftime('%Y-%m-%d %H:%M')}. One process, XLA on one core, torch on one thread. "
              "one convolution = lazyxla's lowering as `jax.vjp` of the forward gives it; lazyxla = "
              "its form now (`lowering/conv_grad.py`: 1x1 kernels as a matrix product, other 2-d "
@@ -181,6 +223,24 @@ def main(argv=None) -> int:
                   f"| lazyxla (conv_grad.py) | {p['forms_ms']:.1f} | {p['forms_compile_s']:.2f} |", "",
                   f"Run time ratio {p['forms_ms'] / p['one_ms']:.2f}; the outputs (loss, parameters, "
                   f"optimizer state) differ by up to {p['max_diff']:.1e}."]
+    lines += ["", "3-d convolutions (float32): the forward, and the three gradients (input, weight, bias) "
+              "of `convolution_backward`; XLA 3-d = one 3-d convolution (`lowering/conv3d.py` "
+              "off), lazyxla = sums of 2-d convolutions over the depth taps; error: the forward's "
+              "largest difference from eager's, relative to its largest value.", "",
+              "| batch | channels | size | kernel, stride | eager fwd ms | XLA 3-d fwd | lazyxla fwd | "
+              "eager bwd ms | XLA 3-d bwd | lazyxla bwd | XLA 3-d / lazyxla (fwd, bwd) | error |",
+              "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for n, cin, cout, size, k, stride in (QUICK_3D if args.quick else LAYERS_3D):
+        r = layer_3d(n, cin, cout, size, k, stride)
+        kk = "x".join(map(str, (k,) * 3 if isinstance(k, int) else k))
+        print(f"3-d {n} {cin}->{cout} {size} k{kk} s{stride}: fwd eager {r['eager_fwd_ms']:.1f} xla "
+              f"{r['xla_fwd_ms']:.1f} lazyxla {r['taps_fwd_ms']:.1f}; bwd eager {r['eager_bwd_ms']:.1f} "
+              f"xla {r['xla_bwd_ms']:.1f} lazyxla {r['taps_bwd_ms']:.1f}", flush=True)
+        lines.append(f"| {n} | {cin}->{cout} | {'x'.join(map(str, size))} | {kk}, {stride} | "
+                     f"{r['eager_fwd_ms']:.1f} | {r['xla_fwd_ms']:.1f} | {r['taps_fwd_ms']:.1f} | "
+                     f"{r['eager_bwd_ms']:.1f} | {r['xla_bwd_ms']:.1f} | {r['taps_bwd_ms']:.1f} | "
+                     f"{r['xla_fwd_ms'] / r['taps_fwd_ms']:.1f}, {r['xla_bwd_ms'] / r['taps_bwd_ms']:.1f} | "
+                     f"{r['taps_err']:.0e} |")
     write_report(lines, args.out)
     return 0
 
