@@ -52,7 +52,7 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups, a
     """acc: the accumulation / result dtype (preferred_element_type), None for the input's."""
     nd = x.ndim - 2
     stride, padding, dilation = _tup(stride, nd), _tup(padding, nd), _tup(dilation, nd)
-    if conv3d.applies(x, nd, transposed):
+    if conv3d.applies(x, w, nd, transposed):
         return conv3d.conv3d_by_depth_taps(x, w.astype(x.dtype) if w.dtype != x.dtype else w, stride,
                                            padding, dilation, groups, HIGHEST, acc)
     if not transposed:
@@ -124,7 +124,7 @@ def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transpo
         else:
             # (3-d: only as conv3d.py's 2-d convolutions; XLA's 3-d one gained nothing from chunks)
             chunk = conv_grad.batch_chunk(x, w, g, transposed) \
-                if nd == 2 or conv3d.applies(x, nd, transposed) else x.shape[0]
+                if nd == 2 or conv3d.applies(x, w, nd, transposed) else x.shape[0]
             gw = conv_grad.chunked_weight_grad(
                 lambda xs, gs: _vjp(lambda b: fwd(xs, b), [w], gs, [True])[0], x, g, chunk)
     gb = None

@@ -37,6 +37,7 @@ CASES = [
     (2, 4, 6, (9, 9, 7), 3, dict(padding=2, dilation=2)),
     (2, 4, 6, (5, 8, 7), (3, 1, 1), dict(padding=(1, 0, 0))),  # a temporal kernel
     (2, 4, 6, (5, 7, 8), (1, 3, 3), dict(padding=(0, 1, 1))),  # one depth tap
+    (2, 4, 6, (5, 9, 8), (2, 1, 1), dict(stride=(1, 2, 3))),  # 1x1 taps: matrix products
     (2, 4, 4, (5, 8, 9), 3, dict(groups=4, padding=1)),  # depthwise
     (2, 4, 6, (6, 8, 8), (2, 3, 4), dict(stride=(2, 1, 3), padding=(1, 0, 2), dilation=(2, 1, 1))),
     (2, 4, 6, (3, 5, 6), 3, dict()),  # one output plane
@@ -74,9 +75,12 @@ def test_an_empty_batch_and_a_kernel_deeper_than_the_input():
 
 def test_the_depth_taps_apply_to_float32_and_float64_convolutions_on_the_cpu_backend_only():
     S = jax.ShapeDtypeStruct
-    assert conv3d.applies(S((1,), jnp.float32), 3, False)
-    assert conv3d.applies(S((1,), jnp.float64), 3, False)
-    assert not conv3d.applies(S((1,), jnp.float32), 3, True)  # transposed
-    assert not conv3d.applies(S((1,), jnp.float32), 2, False)
-    assert not conv3d.applies(S((1,), jnp.float16), 3, False)
-    assert not conv3d.applies(S((1,), jnp.bfloat16), 3, False)
+    w = S((4, 4, 3, 3, 3), jnp.float32)
+    assert conv3d.applies(S((1,), jnp.float32), w, 3, False)
+    assert conv3d.applies(S((1,), jnp.float64), w, 3, False)
+    assert conv3d.applies(S((1,), jnp.float32), S((4, 4, 3, 1, 1), jnp.float32), 3, False)
+    assert not conv3d.applies(S((1,), jnp.float32), S((4, 4, 1, 1, 1), jnp.float32), 3, False)
+    assert not conv3d.applies(S((1,), jnp.float32), w, 3, True)  # transposed
+    assert not conv3d.applies(S((1,), jnp.float32), S((4, 4, 3, 3), jnp.float32), 2, False)
+    assert not conv3d.applies(S((1,), jnp.float16), w, 3, False)
+    assert not conv3d.applies(S((1,), jnp.bfloat16), w, 3, False)
