@@ -33,11 +33,13 @@ LAYERS = [(32, 3, 32, 32, 3, 1, "float32"), (32, 32, 32, 32, 3, 1, "float32"),
           (256, 32, 32, 32, 3, 1, "float32"),
           (32, 32, 32, 32, 3, 1, "float64"), (32, 64, 64, 16, 3, 1, "float64")]
 QUICK = [LAYERS[1], LAYERS[3], LAYERS[4], LAYERS[6]]
-# 3-d: (batch, in channels, out channels, (depth, height, width), kernel, stride)
-LAYERS_3D = [(4, 32, 32, (8, 32, 32), 3, 1), (4, 32, 64, (8, 32, 32), 3, 2), (4, 64, 64, (4, 16, 16), 3, 1),
-             (2, 3, 32, (16, 64, 64), 3, 1), (4, 32, 32, (8, 32, 32), (1, 3, 3), 1),
-             (4, 32, 32, (8, 32, 32), (3, 1, 1), 1)]
-QUICK_3D = LAYERS_3D[:2]
+# 3-d: (batch, in channels, out channels, (depth, height, width), kernel, stride, transposed)
+LAYERS_3D = [(4, 32, 32, (8, 32, 32), 3, 1, False), (4, 32, 64, (8, 32, 32), 3, 2, False),
+             (4, 64, 64, (4, 16, 16), 3, 1, False), (2, 3, 32, (16, 64, 64), 3, 1, False),
+             (4, 32, 32, (8, 32, 32), (1, 3, 3), 1, False), (4, 32, 32, (8, 32, 32), (3, 1, 1), 1, False),
+             (4, 64, 32, (4, 16, 16), 3, 2, True), (4, 32, 16, (8, 32, 32), 2, 2, True),
+             (2, 32, 32, (8, 16, 16), 3, 1, True)]
+QUICK_3D = [LAYERS_3D[0], LAYERS_3D[6]]
 
 
 def _median_ms(fn, runs=9) -> float:
@@ -94,8 +96,9 @@ def layer(n, cin, cout, side, k, stride, dtype) -> dict:
     return row
 
 
-def layer_3d(n, cin, cout, size, k, stride) -> dict:
-    """Forward and backward of one 3-d layer: eager, XLA's 3-d convolution, lazyxla's depth taps."""
+def layer_3d(n, cin, cout, size, k, stride, transposed=False) -> dict:
+    """Forward and backward of one 3-d layer: eager, XLA's 3-d convolution, lazyxla's depth taps.
+    Transposed: padding k // 2 and output padding stride - 1 (a decoder's doubling)."""
     import jax
     import numpy as np
     import torch
@@ -105,11 +108,15 @@ def layer_3d(n, cin, cout, size, k, stride) -> dict:
     pad = [d // 2 for d in k]
     g0 = torch.Generator().manual_seed(0)
     x = torch.randn(n, cin, *size, generator=g0)
-    w = torch.randn(cout, cin, *k, generator=g0) * 0.1
-    y = torch.nn.functional.conv3d(x, w, stride=stride, padding=pad)
+    w = torch.randn(*((cin, cout) if transposed else (cout, cin)), *k, generator=g0) * 0.1
+    outpad = [stride - 1 if d > 1 else 0 for d in k] if transposed else [0, 0, 0]
+    conv_args = ([stride] * 3, pad, [1, 1, 1], transposed, outpad, 1)
+
+    def eager_fwd():
+        return torch.ops.aten.convolution(x, w, None, *conv_args)
+    y = eager_fwd()
     g = torch.randn(y.shape, generator=g0)
-    conv_args = ([stride] * 3, pad, [1, 1, 1], False, [0, 0, 0], 1)
-    row = {"eager_fwd_ms": _median_ms(lambda: torch.nn.functional.conv3d(x, w, stride=stride, padding=pad), 5),
+    row = {"eager_fwd_ms": _median_ms(eager_fwd, 5),
            "eager_bwd_ms": _median_ms(lambda: torch.ops.aten.convolution_backward(
                g, x, w, [cout], *conv_args, [True, True, True]), 5)}
     saved = conv3d.applies
@@ -225,14 +232,15 @@ def main(argv=None) -> int:
                   f"optimizer state) differ by up to {p['max_diff']:.1e}."]
     lines += ["", "3-d convolutions (float32): the forward, and the three gradients (input, weight, bias) "
               "of `convolution_backward`; XLA 3-d = one 3-d convolution (`lowering/conv3d.py` "
-              "off), lazyxla = sums of 2-d convolutions over the depth taps; error: the forward's "
-              "largest difference from eager's, relative to its largest value.", "",
+              "off), lazyxla = sums of 2-d convolutions over the depth taps (transposed: their "
+              "transpose); padding kernel // 2, a transposed one's output padding stride - 1; "
+              "error: the forward's largest difference from eager's, relative to its largest value.", "",
               "| batch | channels | size | kernel, stride | eager fwd ms | XLA 3-d fwd | lazyxla fwd | "
               "eager bwd ms | XLA 3-d bwd | lazyxla bwd | XLA 3-d / lazyxla (fwd, bwd) | error |",
               "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
-    for n, cin, cout, size, k, stride in (QUICK_3D if args.quick else LAYERS_3D):
-        r = layer_3d(n, cin, cout, size, k, stride)
-        kk = "x".join(map(str, (k,) * 3 if isinstance(k, int) else k))
+    for n, cin, cout, size, k, stride, transposed in (QUICK_3D if args.quick else LAYERS_3D):
+        r = layer_3d(n, cin, cout, size, k, stride, transposed)
+        kk = "x".join(map(str, (k,) * 3 if isinstance(k, int) else k)) + (" transposed" if transposed else "")
         print(f"3-d {n} {cin}->{cout} {size} k{kk} s{stride}: fwd eager {r['eager_fwd_ms']:.1f} xla "
               f"{r['xla_fwd_ms']:.1f} lazyxla {r['taps_fwd_ms']:.1f}; bwd eager {r['eager_bwd_ms']:.1f} "
               f"xla {r['xla_bwd_ms']:.1f} lazyxla {r['taps_bwd_ms']:.1f}", flush=True)

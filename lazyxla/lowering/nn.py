@@ -52,9 +52,12 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups, a
     """acc: the accumulation / result dtype (preferred_element_type), None for the input's."""
     nd = x.ndim - 2
     stride, padding, dilation = _tup(stride, nd), _tup(padding, nd), _tup(dilation, nd)
-    if conv3d.applies(x, w, nd, transposed):
-        return conv3d.conv3d_by_depth_taps(x, w.astype(x.dtype) if w.dtype != x.dtype else w, stride,
-                                           padding, dilation, groups, HIGHEST, acc)
+    if _by_depth_taps(x, w, stride, padding, dilation, transposed, output_padding):
+        w = w.astype(x.dtype) if w.dtype != x.dtype else w
+        if transposed:  # (sums of 2-d convolutions on the CPU backend: conv3d.py)
+            return conv3d.conv_transpose3d_by_depth_taps(x, w, stride, padding, _tup(output_padding, nd),
+                                                         dilation, groups, HIGHEST)
+        return conv3d.conv3d_by_depth_taps(x, w, stride, padding, dilation, groups, HIGHEST, acc)
     if not transposed:
         return lax.conv_general_dilated(
             x, w.astype(x.dtype) if w.dtype != x.dtype else w, window_strides=stride,
@@ -72,6 +75,14 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups, a
     return lax.conv_general_dilated(
         x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride, rhs_dilation=dilation,
         feature_group_count=groups, precision=HIGHEST, preferred_element_type=acc)
+
+
+def _by_depth_taps(x, w, stride, padding, dilation, transposed, output_padding) -> bool:
+    nd = x.ndim - 2
+    if not conv3d.applies(x, w, nd):
+        return False
+    return not transposed or conv3d.transposes_exactly(
+        x, w, _tup(stride, nd), _tup(padding, nd), _tup(output_padding, nd), _tup(dilation, nd))
 
 
 def _bias_shape(b, nd):
@@ -121,10 +132,19 @@ def convolution_backward(g, x, w, bias_sizes, stride, padding, dilation, transpo
         nd = x.ndim - 2
         if conv_grad.is_pointwise(w, _tup(padding, nd), groups, transposed):
             gw = conv_grad.pointwise_weight_grad(x, w, g, _tup(stride, nd))
+        elif transposed and _by_depth_taps(x, w, stride, padding, dilation, transposed, output_padding):
+            # <g, convT(x, w)> = <conv(g, w), x>: the forward convolution's weight gradient with
+            # g as its input and x as its output's cotangent
+            def conv(a, b):
+                return _conv(a, b, stride, padding, dilation, False, 0, groups)
+            gw = conv_grad.chunked_weight_grad(
+                lambda gs, xs: _vjp(lambda b: conv(gs, b), [w], xs, [True])[0], g, x,
+                conv_grad.batch_chunk(g, w, x, False))
         else:
             # (3-d: only as conv3d.py's 2-d convolutions; XLA's 3-d one gained nothing from chunks)
-            chunk = conv_grad.batch_chunk(x, w, g, transposed) \
-                if nd == 2 or conv3d.applies(x, w, nd, transposed) else x.shape[0]
+            chunk = conv_grad.batch_chunk(x, w, g, transposed) if nd == 2 or (
+                not transposed and _by_depth_taps(x, w, stride, padding, dilation, False, 0)) \
+                else x.shape[0]
             gw = conv_grad.chunked_weight_grad(
                 lambda xs, gs: _vjp(lambda b: fwd(xs, b), [w], gs, [True])[0], x, g, chunk)
     gb = None

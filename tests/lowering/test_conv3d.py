@@ -1,6 +1,7 @@
-"""3-d convolutions on the CPU backend as sums of 2-d convolutions over the depth taps
-(lowering/conv3d.py): the forward and all three gradients as close to float64 as eager's, for
-strides, padding, dilation, groups and kernels of any depth."""
+"""3-d convolutions on the CPU backend as sums of 2-d convolutions over the depth taps, transposed
+ones as their transpose (lowering/conv3d.py): the forward and all three gradients as close to
+float64 as eager's, for strides, padding, output padding, dilation, groups and kernels of any
+depth."""
 import jax
 import jax.numpy as jnp
 import pytest
@@ -23,9 +24,9 @@ def spy(monkeypatch):
     return ran
 
 
-def _results(x, w, b, kw, device):
+def _results(conv, x, w, b, kw, device):
     x, w, b = (t.to(device).requires_grad_() for t in (x, w, b))
-    y = F.conv3d(x, w, b, **kw)
+    y = conv(x, w, b, **kw)
     gy = torch.linspace(-2, 3, y.numel(), dtype=y.dtype).reshape(y.shape).cos().to(device)
     return [y.detach().cpu()] + [t.cpu() for t in torch.autograd.grad(y, (x, w, b), gy)]
 
@@ -42,24 +43,55 @@ CASES = [
     (2, 4, 6, (6, 8, 8), (2, 3, 4), dict(stride=(2, 1, 3), padding=(1, 0, 2), dilation=(2, 1, 1))),
     (2, 4, 6, (3, 5, 6), 3, dict()),  # one output plane
 ]
+# transposed: (batch, in, out, size, kernel, conv_transpose3d kwargs)
+TRANSPOSED = [
+    (2, 4, 6, (3, 5, 4), 3, dict(stride=2, padding=1, output_padding=1)),
+    (2, 4, 6, (4, 5, 5), 2, dict(stride=2)),
+    (2, 4, 6, (3, 4, 5), 3, dict(padding=1)),
+    (3, 4, 6, (3, 4, 4), (3, 2, 3), dict(stride=(2, 1, 3), padding=(1, 0, 1), output_padding=(1, 0, 2),
+                                         dilation=(1, 2, 1))),
+    (2, 4, 6, (3, 5, 4), 3, dict(stride=2, groups=2, output_padding=1)),
+    (2, 4, 6, (3, 5, 6), (3, 1, 1), dict(stride=(2, 1, 1))),
+]
+
+
+def _check(conv, n, cin, cout, size, k, kw, dtype, transposed):
+    torch.manual_seed(0)
+    k = (k,) * 3 if isinstance(k, int) else k
+    groups = kw.get("groups", 1)
+    x = torch.randn(n, cin, *size, dtype=dtype)
+    w = torch.randn(*((cin, cout // groups) if transposed else (cout, cin // groups)), *k, dtype=dtype)
+    b = torch.randn(cout, dtype=dtype)
+    ref = _results(conv, x.double(), w.double(), b.double(), kw, "cpu")
+    eager = _results(conv, x, w, b, kw, "cpu")
+    lazy = _results(conv, x, w, b, kw, lazyxla.device())
+    slack = 1e-14 if dtype == torch.float64 else 1e-6
+    for r, e, z in zip(ref, eager, lazy):
+        assert z.dtype == e.dtype and z.shape == e.shape
+        assert (z.double() - r).abs().max() <= 4 * (e.double() - r).abs().max() + slack * r.abs().max()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("n,cin,cout,size,k,kw", CASES)
 def test_3d_convolutions_and_their_gradients_match_eager(spy, dtype, n, cin, cout, size, k, kw):
-    torch.manual_seed(0)
-    k = (k,) * 3 if isinstance(k, int) else k
-    x = torch.randn(n, cin, *size, dtype=dtype)
-    w = torch.randn(cout, cin // kw.get("groups", 1), *k, dtype=dtype)
-    b = torch.randn(cout, dtype=dtype)
-    ref = _results(x.double(), w.double(), b.double(), kw, "cpu")
-    eager = _results(x, w, b, kw, "cpu")
-    lazy = _results(x, w, b, kw, lazyxla.device())
-    slack = 1e-14 if dtype == torch.float64 else 1e-6
-    for r, e, z in zip(ref, eager, lazy):
-        assert z.dtype == e.dtype and z.shape == e.shape
-        assert (z.double() - r).abs().max() <= 4 * (e.double() - r).abs().max() + slack * r.abs().max()
+    _check(F.conv3d, n, cin, cout, size, k, kw, dtype, False)
     assert spy, "the 3-d convolution was not lowered as depth taps"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n,cin,cout,size,k,kw", TRANSPOSED)
+def test_transposed_3d_convolutions_and_their_gradients_match_eager(spy, dtype, n, cin, cout, size, k,
+                                                                    kw):
+    _check(F.conv_transpose3d, n, cin, cout, size, k, kw, dtype, True)
+    assert spy, "the transposed 3-d convolution was not lowered through depth taps"
+
+
+def test_an_output_padding_past_the_stride_keeps_xlas_transposed_convolution(spy):
+    """PyTorch allows an output padding up to the dilation: there the convolution of the output
+    size does not give the input's size back, so the transpose does not apply."""
+    kw = dict(stride=1, padding=0, output_padding=1, dilation=2, groups=2)
+    _check(F.conv_transpose3d, 2, 4, 4, (3, 4, 3), 2, kw, torch.float32, True)
+    assert not spy
 
 
 def test_an_empty_batch_and_a_kernel_deeper_than_the_input():
@@ -76,11 +108,10 @@ def test_an_empty_batch_and_a_kernel_deeper_than_the_input():
 def test_the_depth_taps_apply_to_float32_and_float64_convolutions_on_the_cpu_backend_only():
     S = jax.ShapeDtypeStruct
     w = S((4, 4, 3, 3, 3), jnp.float32)
-    assert conv3d.applies(S((1,), jnp.float32), w, 3, False)
-    assert conv3d.applies(S((1,), jnp.float64), w, 3, False)
-    assert conv3d.applies(S((1,), jnp.float32), S((4, 4, 3, 1, 1), jnp.float32), 3, False)
-    assert not conv3d.applies(S((1,), jnp.float32), S((4, 4, 1, 1, 1), jnp.float32), 3, False)
-    assert not conv3d.applies(S((1,), jnp.float32), w, 3, True)  # transposed
-    assert not conv3d.applies(S((1,), jnp.float32), S((4, 4, 3, 3), jnp.float32), 2, False)
-    assert not conv3d.applies(S((1,), jnp.float16), w, 3, False)
-    assert not conv3d.applies(S((1,), jnp.bfloat16), w, 3, False)
+    assert conv3d.applies(S((1,), jnp.float32), w, 3)
+    assert conv3d.applies(S((1,), jnp.float64), w, 3)
+    assert conv3d.applies(S((1,), jnp.float32), S((4, 4, 3, 1, 1), jnp.float32), 3)
+    assert not conv3d.applies(S((1,), jnp.float32), S((4, 4, 1, 1, 1), jnp.float32), 3)
+    assert not conv3d.applies(S((1,), jnp.float32), S((4, 4, 3, 3), jnp.float32), 2)
+    assert not conv3d.applies(S((1,), jnp.float16), w, 3)
+    assert not conv3d.applies(S((1,), jnp.bfloat16), w, 3)
