@@ -1,8 +1,8 @@
 """3-d convolutions on XLA's CPU backend as sums of 2-d ones.
 
 XLA's CPU runtime has fast 2-d convolutions (YNNPACK, Eigen) but computes 3-d ones far slower:
-a 32->32-channel 3x3x3 convolution over 8x32x32 at batch 4 took 87 ms forward and 217 ms for its
-three gradients, against eager's 11 and 25; transposed ones up to 100x eager's time. A 3-d
+a 32->32-channel 3x3x3 convolution over 8x32x32 at batch 4 took 85 ms forward and 223 ms for its
+three gradients, against eager's 10.5 and 24; transposed ones up to 140x eager's time. A 3-d
 convolution is the sum over its depth taps of 2-d convolutions: tap t reads the input's depth
 slices d*stride - padding + t*dilation, which fold into the batch of a 2-d convolution with the
 tap's (kh, kw) slice of the weight. So lowered, that layer took 16 and 43 ms

@@ -6,7 +6,7 @@ is the kernel (3x3): a contraction over batch x height x width. Handed to XLA as
 convolution (what `jax.vjp` of the forward gives), the CPU runtime (YNNPACK, or Eigen for float64)
 slows down far more than its work grows once that contraction outgrows the caches: on an Intel Xeon
 (2 MB L2 per core) a ResNet's 32->32-channel 3x3 layer at 32x32, batch 32, took 19 ms against eager's
-5.3, and 7 ms as 4 convolutions of 8 samples each, whose gradients add up to the same sum. So:
+5.1, and 7 ms as 4 convolutions of 8 samples each, whose gradients add up to the same sum. So:
   - 1x1 kernels (no padding, one group): the gradient is one matrix product over batch and
     positions (2.7-8x faster than the convolution on the 1x1 layers measured);
   - other 2-d convolutions (and 3-d ones, which conv3d.py computes as 2-d ones) with at least
