@@ -180,39 +180,17 @@ def program(seconds: float, min_runs: int = 15) -> dict:
             "one_compile_s": compile_s[False], "forms_compile_s": compile_s[True], "max_diff": diff}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="4 layer shapes, 2 3-d ones, no whole program")
-    ap.add_argument("--seconds", type=float, default=20.0, help="timed seconds for the program")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "convolutions.md"))
-    args = ap.parse_args(argv)
-    if args.seconds <= 0:
-        ap.error("--seconds must be above 0")
-    from benchmarks.worker import start_xla_runtime
-    start_xla_runtime("lazy", 1)
-    import torch
-    torch.set_num_threads(1)
-    from benchmarks.worker import write_report
+def _weight_grad_section(layers) -> list:
+    import jax
     from lazyxla.lowering import conv_grad
-    lines = ["# Convolutions on XLA's CPU backend", "",
-             f"`python -m benchmarks.convolutions{' --quick' if args.quick else ''}` on "
-             f"{time.strftime('%Y-%m-%d %H:%M')}. One process, XLA on one core, torch on one thread. "
-             "one convolution = lazyxla's lowering as `jax.vjp` of the forward gives it; lazyxla = "
-             "its form now (`lowering/conv_grad.py`: 1x1 kernels as a matrix product, other 2-d "
-             "convolutions over chunks of the batch). Weight gradient alone, median of 9 runs; "
-             "error: largest difference from eager's float64 result, relative to its largest "
-             "value.", "",
-             "| batch | channels | image | kernel, stride | dtype | form | eager ms | one convolution ms "
+    lines = ["| batch | channels | image | kernel, stride | dtype | form | eager ms | one convolution ms "
              "| lazyxla ms | one / lazyxla | lazyxla / eager | error: eager | one conv. | lazyxla |",
              "|---:|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for n, cin, cout, side, k, stride, dtype in (QUICK if args.quick else LAYERS):
+    for n, cin, cout, side, k, stride, dtype in layers:
         r = layer(n, cin, cout, side, k, stride, dtype)
-        import jax
-        x = jax.ShapeDtypeStruct((n, cin, side, side), dtype)
-        w = jax.ShapeDtypeStruct((cout, cin, k, k), dtype)
         out = (side + 2 * (k // 2) - k) // stride + 1
-        gs = jax.ShapeDtypeStruct((n, cout, out, out), dtype)
-        m = conv_grad.batch_chunk(x, w, gs, False)
+        m = conv_grad.batch_chunk(*(jax.ShapeDtypeStruct(shape, dtype) for shape in (
+            (n, cin, side, side), (cout, cin, k, k), (n, cout, out, out))), False)
         form = "matrix product" if k == 1 else f"{-(-n // m)} chunks of {m}" if m < n else "one convolution"
         print(f"{n} {cin}->{cout} {side} k{k} s{stride} {dtype}: eager {r['eager_ms']:.2f} one "
               f"{r['one_ms']:.2f} lazyxla {r['forms_ms']:.2f} ({form})", flush=True)
@@ -220,25 +198,31 @@ def main(argv=None) -> int:
                      f"{r['eager_ms']:.2f} | {r['one_ms']:.2f} | {r['forms_ms']:.2f} | "
                      f"{r['one_ms'] / r['forms_ms']:.2f} | {r['forms_ms'] / r['eager_ms']:.2f} | "
                      f"{r['eager_err']:.0e} | {r['one_err']:.0e} | {r['forms_err']:.0e} |")
-    if not args.quick:
-        p = program(args.seconds)
-        print(f"ResNet training step program: {p['one_ms']:.1f} -> {p['forms_ms']:.1f} ms", flush=True)
-        lines += ["", "ResNet training step (the suite's `cnn` workload, batch 32), its one program "
-                  "compiled with each form, runs alternating (median):", "",
-                  "| form | run ms | XLA compile s |", "|---|---:|---:|",
-                  f"| one convolution per weight gradient | {p['one_ms']:.1f} | {p['one_compile_s']:.2f} |",
-                  f"| lazyxla (conv_grad.py) | {p['forms_ms']:.1f} | {p['forms_compile_s']:.2f} |", "",
-                  f"Run time ratio {p['forms_ms'] / p['one_ms']:.2f}; the outputs (loss, parameters, "
-                  f"optimizer state) differ by up to {p['max_diff']:.1e}."]
-    lines += ["", "3-d convolutions (float32): the forward, and the three gradients (input, weight, bias) "
-              "of `convolution_backward`; XLA 3-d = one 3-d convolution (`lowering/conv3d.py` "
-              "off), lazyxla = sums of 2-d convolutions over the depth taps (transposed: their "
-              "transpose); padding kernel // 2, a transposed one's output padding stride - 1; "
-              "error: the forward's largest difference from eager's, relative to its largest value.", "",
-              "| batch | channels | size | kernel, stride | eager fwd ms | XLA 3-d fwd | lazyxla fwd | "
-              "eager bwd ms | XLA 3-d bwd | lazyxla bwd | XLA 3-d / lazyxla (fwd, bwd) | error |",
-              "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
-    for n, cin, cout, size, k, stride, transposed in (QUICK_3D if args.quick else LAYERS_3D):
+    return lines
+
+
+def _program_section(seconds) -> list:
+    p = program(seconds)
+    print(f"ResNet training step program: {p['one_ms']:.1f} -> {p['forms_ms']:.1f} ms", flush=True)
+    return ["", "ResNet training step (the suite's `cnn` workload, batch 32), its one program "
+            "compiled with each form, runs alternating (median):", "",
+            "| form | run ms | XLA compile s |", "|---|---:|---:|",
+            f"| one convolution per weight gradient | {p['one_ms']:.1f} | {p['one_compile_s']:.2f} |",
+            f"| lazyxla (conv_grad.py) | {p['forms_ms']:.1f} | {p['forms_compile_s']:.2f} |", "",
+            f"Run time ratio {p['forms_ms'] / p['one_ms']:.2f}; the outputs (loss, parameters, "
+            f"optimizer state) differ by up to {p['max_diff']:.1e}."]
+
+
+def _section_3d(layers) -> list:
+    lines = ["", "3-d convolutions (float32): the forward, and the three gradients (input, weight, bias) "
+             "of `convolution_backward`; XLA 3-d = one 3-d convolution (`lowering/conv3d.py` "
+             "off), lazyxla = sums of 2-d convolutions over the depth taps (transposed: their "
+             "transpose); padding kernel // 2, a transposed one's output padding stride - 1; "
+             "error: the forward's largest difference from eager's, relative to its largest value.", "",
+             "| batch | channels | size | kernel, stride | eager fwd ms | XLA 3-d fwd | lazyxla fwd | "
+             "eager bwd ms | XLA 3-d bwd | lazyxla bwd | XLA 3-d / lazyxla (fwd, bwd) | error |",
+             "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for n, cin, cout, size, k, stride, transposed in layers:
         r = layer_3d(n, cin, cout, size, k, stride, transposed)
         kk = "x".join(map(str, (k,) * 3 if isinstance(k, int) else k)) + (" transposed" if transposed else "")
         print(f"3-d {n} {cin}->{cout} {size} k{kk} s{stride}: fwd eager {r['eager_fwd_ms']:.1f} xla "
@@ -249,6 +233,33 @@ def main(argv=None) -> int:
                      f"{r['eager_bwd_ms']:.1f} | {r['xla_bwd_ms']:.1f} | {r['taps_bwd_ms']:.1f} | "
                      f"{r['xla_fwd_ms'] / r['taps_fwd_ms']:.1f}, {r['xla_bwd_ms'] / r['taps_bwd_ms']:.1f} | "
                      f"{r['taps_err']:.0e} |")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="4 layer shapes, 2 3-d ones, no whole program")
+    ap.add_argument("--seconds", type=float, default=20.0, help="timed seconds for the program")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "convolutions.md"))
+    args = ap.parse_args(argv)
+    if args.seconds <= 0:
+        ap.error("--seconds must be above 0")
+    from benchmarks.worker import start_xla_runtime, write_report
+    start_xla_runtime("lazy", 1)
+    import torch
+    torch.set_num_threads(1)
+    lines = ["# Convolutions on XLA's CPU backend", "",
+             f"`python -m benchmarks.convolutions{' --quick' if args.quick else ''}` on "
+             f"{time.strftime('%Y-%m-%d %H:%M')}. One process, XLA on one core, torch on one thread. "
+             "one convolution = lazyxla's lowering as `jax.vjp` of the forward gives it; lazyxla = "
+             "its form now (`lowering/conv_grad.py`: 1x1 kernels as a matrix product, other 2-d "
+             "convolutions over chunks of the batch). Weight gradient alone, median of 9 runs; "
+             "error: largest difference from eager's float64 result, relative to its largest "
+             "value.", ""]
+    lines += _weight_grad_section(QUICK if args.quick else LAYERS)
+    if not args.quick:
+        lines += _program_section(args.seconds)
+    lines += _section_3d(QUICK_3D if args.quick else LAYERS_3D)
     write_report(lines, args.out)
     return 0
 
