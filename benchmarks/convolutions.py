@@ -1,17 +1,19 @@
 """Convolutions on XLA's CPU backend, lazyxla's lowerings with and without their CPU forms, beside
 eager: weight gradients as one convolution (jax.vjp of the forward) against lowering/conv_grad.py
 (1x1 kernels as a matrix product, other 2-d convolutions over batch chunks), per layer shape; the
-ResNet training step's program compiled both ways; and 3-d convolutions as XLA's 3-d convolution
-against lowering/conv3d.py (sums of 2-d convolutions over the depth taps), forward and backward.
+ResNet training step's program compiled three ways (no forms; forms; forms and channels-last,
+runtime/channels_last.py), and small networks' programs channels-first and channels-last; and 3-d
+convolutions as XLA's 3-d convolution against lowering/conv3d.py (sums of 2-d convolutions over
+the depth taps), forward and backward.
 
     python -m benchmarks.convolutions            # writes benchmarks/results/convolutions.md
     python -m benchmarks.convolutions --quick    # 4 layer shapes, 2 3-d ones, no whole program
 
 One process; XLA on one core and torch on one thread, as in the suite. Each layer: the weight
 gradient alone (input gradient not asked for), median of 9 runs after one; the forms' results are
-compared with eager's in float64. The program: lazy mode's ResNet training step, its one program
-compiled with each form, the forms alternating in rounds of 3 runs (median). 3-d: the forward
-(nn.convolution) and all three gradients (nn.convolution_backward), median of 5 runs after one.
+compared with eager's in float64. The programs: lazy mode's steps, each compiled each way, the ways
+alternating in rounds of 3 runs (median). 3-d: the forward (nn.convolution) and all three
+gradients (nn.convolution_backward), median of 5 runs after one.
 """
 from __future__ import annotations
 
@@ -137,47 +139,137 @@ def layer_3d(n, cin, cout, size, k, stride, transposed=False) -> dict:
     return row
 
 
-def program(seconds: float, min_runs: int = 15) -> dict:
-    """The ResNet training step's program, compiled with and without the forms."""
+# (use conv_grad.py's forms, evaluate channels-last: runtime/channels_last.py)
+FORMS = {"one": (False, False), "forms": (True, False), "lazyxla": (True, True)}
+
+
+def programs_compared(spec, inputs, seconds: float, forms, min_runs: int = 15) -> dict:
+    """One program compiled with each of `forms` (keys of FORMS), run alternating in rounds of 3:
+    {form: (median run ms, XLA compile s)}, and "max_diff", the outputs' largest difference."""
     import jax
     import numpy as np
-    from benchmarks.opt_level import _captured_programs
     from lazyxla.jaxenv import x64
     from lazyxla.lowering import conv_grad
-    from lazyxla.runtime import compiler
-    (spec, inputs), = _captured_programs("cnn:train", 0)
+    from lazyxla.runtime import channels_last, compiler
     feed = compiler._feeder(spec)
-    saved = conv_grad.applies
+    saved = conv_grad.applies, channels_last.applies
     compiled, compile_s = {}, {}
     with x64(True):
         args = [jax.device_put(a) if isinstance(a, np.ndarray) else a
                 for a in (feed(inputs) if feed else inputs)]
-        for use in (False, True):
-            conv_grad.applies = saved if use else (lambda x: False)
+        for form in forms:
+            use_forms, use_layout = FORMS[form]
+            conv_grad.applies = saved[0] if use_forms else (lambda x: False)
+            channels_last.applies = saved[1] if use_layout else (lambda s: False)
             try:
                 lowered = jax.jit(compiler.build_function(spec, None)).lower(*compiler.param_avals(spec))
             finally:
-                conv_grad.applies = saved
+                conv_grad.applies, channels_last.applies = saved
             t0 = time.perf_counter()
-            compiled[use] = lowered.compile(compiler_options=compiler.compile_options())
-            compile_s[use] = time.perf_counter() - t0
+            compiled[form] = lowered.compile(compiler_options=compiler.compile_options())
+            compile_s[form] = time.perf_counter() - t0
 
-    def run(use):
+    def run(form):
         with x64(True):
-            return jax.block_until_ready(compiled[use](*args))
-    outs = {use: [np.asarray(o) for o in run(use)] for use in (False, True)}
-    diff = max((float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(outs[False], outs[True])
-                if a.dtype.kind == "f" and a.size), default=0.0)
-    times = {False: [], True: []}
+            return jax.block_until_ready(compiled[form](*args))
+    outs = {form: [np.asarray(o) for o in run(form)] for form in forms}
+    first = outs[forms[0]]
+    diff = max((float(np.max(np.abs(a.astype(np.float64) - b))) for form in forms[1:]
+                for a, b in zip(first, outs[form]) if a.dtype.kind == "f" and a.size), default=0.0)
+    times = {form: [] for form in forms}
     t_end = time.perf_counter() + seconds
-    while time.perf_counter() < t_end or len(times[True]) < min_runs:
-        for use in (False, True):
+    while time.perf_counter() < t_end or len(times[forms[-1]]) < min_runs:
+        for form in forms:
             for _ in range(3):
                 t0 = time.perf_counter()
-                run(use)
-                times[use].append(time.perf_counter() - t0)
-    return {"one_ms": statistics.median(times[False]) * 1e3, "forms_ms": statistics.median(times[True]) * 1e3,
-            "one_compile_s": compile_s[False], "forms_compile_s": compile_s[True], "max_diff": diff}
+                run(form)
+                times[form].append(time.perf_counter() - t0)
+    result = {form: (statistics.median(times[form]) * 1e3, compile_s[form]) for form in forms}
+    result["max_diff"] = diff
+    return result
+
+
+def _small_programs():
+    """(name, step) of small convolutional networks' lazy-mode steps."""
+    import torch
+    from torch import nn
+    import lazyxla
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+            self.low = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32),
+                                     nn.ReLU(), nn.ConvTranspose2d(32, 16, 2, stride=2))
+            self.up = nn.Sequential(nn.Conv2d(32, 16, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
+                                    nn.Conv2d(16, 1, 1))
+
+        def forward(self, x):
+            a = self.down(x)
+            return self.up(torch.cat([a, self.low(a)], 1))
+    torch.manual_seed(0)
+    nets = [
+        ("UNet (BatchNorm, max pool, transposed, upsampling), 4x3x32x32, training", UNet(),
+         (4, 3, 32, 32), True),
+        ("1-d feature extractor (wav2vec2's: k10 s5, GroupNorm, GELU), 4x1x16000, training",
+         nn.Sequential(nn.Conv1d(1, 64, 10, stride=5), nn.GroupNorm(64, 64), nn.GELU(),
+                       nn.Conv1d(64, 64, 3, stride=2), nn.GELU(), nn.Conv1d(64, 64, 2, stride=2), nn.GELU()),
+         (4, 1, 16000), True),
+        ("2-d, GroupNorm(8), 4x64x32x32, training",
+         nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.GroupNorm(8, 64), nn.SiLU(),
+                       nn.Conv2d(64, 64, 3, padding=1)), (4, 64, 32, 32), True),
+        ("depthwise separable, BatchNorm, ReLU6, pooled, 8x3x64x64, inference",
+         nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU6(),
+                       nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.BatchNorm2d(32), nn.ReLU6(),
+                       nn.Conv2d(32, 64, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)).eval(),
+         (8, 3, 64, 64), False),
+        ("3-d, BatchNorm, stride 2, (3,1,1) kernel, 2x3x8x32x32, training",
+         nn.Sequential(nn.Conv3d(3, 16, 3, padding=1), nn.BatchNorm3d(16), nn.ReLU(),
+                       nn.Conv3d(16, 16, 3, padding=1, stride=2), nn.BatchNorm3d(16), nn.ReLU(),
+                       nn.Conv3d(16, 8, (3, 1, 1), padding=(1, 0, 0))), (2, 3, 8, 32, 32), True),
+    ]
+    for name, net, shape, train in nets:
+        net, x = net.to(lazyxla.device()), torch.randn(shape).to(lazyxla.device())
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+
+        def step(net=net, x=x, opt=opt, train=train):
+            if train:
+                net(x).square().mean().backward()
+                opt.step()
+                opt.zero_grad()
+            else:
+                with torch.no_grad():
+                    net(x)
+            lazyxla.sync()
+            lazyxla.wait()
+        yield name, step
+
+
+def _program_section(seconds) -> list:
+    from benchmarks.opt_level import _captured_programs, captured_programs
+    (spec, inputs), = _captured_programs("cnn:train", 0)
+    p = programs_compared(spec, inputs, seconds, ("one", "forms", "lazyxla"))
+    print("ResNet training step program: " + " -> ".join(f"{p[f][0]:.1f}" for f in FORMS) + " ms", flush=True)
+    lines = ["", "ResNet training step (the suite's `cnn` workload, batch 32), its one program "
+             "compiled each way, runs alternating (median):", "",
+             "| form | run ms | XLA compile s |", "|---|---:|---:|"]
+    for form, label in (("one", "one convolution per weight gradient, channels-first"),
+                        ("forms", "conv_grad.py's weight gradients, channels-first"),
+                        ("lazyxla", "lazyxla: conv_grad.py, channels-last (channels_last.py)")):
+        lines.append(f"| {label} | {p[form][0]:.1f} | {p[form][1]:.2f} |")
+    lines += ["", f"Run time ratios: conv_grad.py {p['forms'][0] / p['one'][0]:.2f}, then channels-last "
+              f"{p['lazyxla'][0] / p['forms'][0]:.2f}; the outputs (loss, parameters, optimizer state) "
+              f"differ by up to {p['max_diff']:.1e}.", "",
+              "Small networks' lazy-mode steps (each one program, SGD), channels-last off and on:", "",
+              "| network | channels-first ms | channels-last ms | ratio | XLA compile s (first, last) |",
+              "|---|---:|---:|---:|---|"]
+    for name, step in _small_programs():
+        spec, inputs = max(captured_programs(step), key=lambda si: si[0].n_ops)
+        p = programs_compared(spec, inputs, seconds / 4, ("forms", "lazyxla"))
+        print(f"{name}: {p['forms'][0]:.2f} -> {p['lazyxla'][0]:.2f} ms", flush=True)
+        lines.append(f"| {name} | {p['forms'][0]:.2f} | {p['lazyxla'][0]:.2f} | "
+                     f"{p['lazyxla'][0] / p['forms'][0]:.2f} | {p['forms'][1]:.2f}, {p['lazyxla'][1]:.2f} |")
+    return lines
 
 
 def _weight_grad_section(layers) -> list:
@@ -199,18 +291,6 @@ def _weight_grad_section(layers) -> list:
                      f"{r['one_ms'] / r['forms_ms']:.2f} | {r['forms_ms'] / r['eager_ms']:.2f} | "
                      f"{r['eager_err']:.0e} | {r['one_err']:.0e} | {r['forms_err']:.0e} |")
     return lines
-
-
-def _program_section(seconds) -> list:
-    p = program(seconds)
-    print(f"ResNet training step program: {p['one_ms']:.1f} -> {p['forms_ms']:.1f} ms", flush=True)
-    return ["", "ResNet training step (the suite's `cnn` workload, batch 32), its one program "
-            "compiled with each form, runs alternating (median):", "",
-            "| form | run ms | XLA compile s |", "|---|---:|---:|",
-            f"| one convolution per weight gradient | {p['one_ms']:.1f} | {p['one_compile_s']:.2f} |",
-            f"| lazyxla (conv_grad.py) | {p['forms_ms']:.1f} | {p['forms_compile_s']:.2f} |", "",
-            f"Run time ratio {p['forms_ms'] / p['one_ms']:.2f}; the outputs (loss, parameters, "
-            f"optimizer state) differ by up to {p['max_diff']:.1e}."]
 
 
 def _section_3d(layers) -> list:

@@ -50,6 +50,12 @@ def _captured_programs(job: str, lengths: int) -> list:
 
         def step():
             runner.block(runner.step())
+    return captured_programs(step)
+
+
+def captured_programs(step) -> list:
+    """(GraphSpec, inputs in parameter order) of every program a steady call of `step` runs."""
+    from lazyxla.runtime import executor
     step()  # the first step's own programs (an optimizer's state made) are not the steady ones
     captured, execute = [], executor.execute
 

@@ -14,6 +14,7 @@ from lazyxla.jaxenv import check_not_forked, device_scalar, np_dtype, x64
 from lazyxla.ir.node import Slot
 from lazyxla.lowering import registry
 from lazyxla.lowering.registry import weak_scalar
+from lazyxla.runtime import channels_last
 
 
 class LoweringError(RuntimeError):
@@ -118,7 +119,8 @@ def _feeder(spec):
 def build_function(spec, checks: list | None = None):
     """The program as a Python function of its parameters (traced once by jax.jit). With `checks`
     (a list), the lowerings' index and division checks become one more output, a vector of flags;
-    tracing fills `checks` with each flag's (op name, kind)."""
+    tracing fills `checks` with each flag's (op name, kind). A program with convolutions on the CPU
+    backend is evaluated channels-last (channels_last.py)."""
     entries, n_params, outputs = spec.entries, spec.n_params, spec.outputs
     scalars = spec.scalar_params
 
@@ -137,7 +139,7 @@ def build_function(spec, checks: list | None = None):
         out = tuple(values[j] for j in outputs)
         return out + (jnp.stack([f for f, _ in flags]),) if flags else out
 
-    return program
+    return channels_last.channels_last(program) if channels_last.applies(spec) else program
 
 
 def param_avals(spec):
