@@ -187,12 +187,26 @@ def native_layer_norm_backward(g, x, normalized_shape, mean, rstd, w, b, output_
     return gi, gw, gb
 
 
+def _group_sums(t, n, group):
+    """Per-(sample, group) sums of t (N, C, ...), by channel first: every op keeps x's own shape,
+    so a channels-last convolution's result stays channels-last through the norm
+    (runtime/channels_last.py; a reshape to (N, G, -1) would need it logical)."""
+    per_channel = jnp.sum(t, axis=tuple(range(2, t.ndim)))
+    return per_channel.reshape(n, group, t.shape[1] // group).sum(axis=-1)  # (an empty batch: no -1)
+
+
+def _per_channel(v, c, ndim):
+    """(N, G) -> (N, C, 1, ...): each group's value for each of its channels."""
+    return jnp.repeat(v, c // v.shape[1], axis=1).reshape(v.shape[:1] + (c,) + (1,) * (ndim - 2))
+
+
 def _gn(x, w, b, n, c, hxw, group, eps):
-    xa = _acc(x).reshape(n, group, (c // group) * hxw)  # not -1: an empty batch has no size to infer
-    mean = jnp.mean(xa, axis=-1)
-    var = jnp.mean(jnp.square(xa - mean[..., None]), axis=-1)
-    rstd = lax.rsqrt(var + eps)
-    out = ((xa - mean[..., None]) * rstd[..., None]).reshape(x.shape)
+    xa = _acc(x)
+    count = (c // group) * hxw
+    mean = _group_sums(xa, n, group) / count
+    centered = xa - _per_channel(mean, c, x.ndim)
+    rstd = lax.rsqrt(_group_sums(jnp.square(centered), n, group) / count + eps)
+    out = centered * _per_channel(rstd, c, x.ndim)
     if w is not None:
         out = out * _bshape(w, x.ndim)
     if b is not None:
@@ -207,15 +221,21 @@ def native_group_norm(x, w, b, n, c, hxw, group, eps):
 
 @register(aten.native_group_norm_backward.default)
 def native_group_norm_backward(g, x, mean, rstd, w, n, c, hxw, group, output_mask):
-    shp = (n, group, c // group, hxw)
-    ga = _acc(g).reshape(shp)
-    xhat = (_acc(x).reshape(shp) - mean[:, :, None, None]) * rstd[:, :, None, None]
-    w_b = w.reshape(1, group, c // group, 1) if w is not None else None
-    gi = None
+    ga = _acc(g)
+    rstd_c = _per_channel(rstd, c, x.ndim)
+    xhat = (_acc(x) - _per_channel(mean, c, x.ndim)) * rstd_c
+    gi = gw = gb = None
     if output_mask[0]:
-        gi = _norm_input_grad(ga, xhat, rstd[:, :, None, None], w_b, (2, 3)).reshape(x.shape)
-    gw = jnp.sum(ga * xhat, axis=(0, 3)).reshape(c) if output_mask[1] else None
-    gb = jnp.sum(ga, axis=(0, 3)).reshape(c) if output_mask[2] else None
+        gx = ga * _bshape(w, x.ndim) if w is not None else ga
+        count = (c // group) * hxw
+        s1 = _per_channel(_group_sums(gx, n, group), c, x.ndim) / count
+        s2 = _per_channel(_group_sums(gx * xhat, n, group), c, x.ndim) / count
+        gi = rstd_c * (gx - s1 - xhat * s2)
+    spread = (0,) + tuple(range(2, x.ndim))
+    if output_mask[1]:
+        gw = jnp.sum(ga * xhat, axis=spread)
+    if output_mask[2]:
+        gb = jnp.sum(ga, axis=spread)
     return gi, gw, gb
 
 

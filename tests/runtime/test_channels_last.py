@@ -220,3 +220,17 @@ def test_it_applies_to_programs_with_convolutions_unless_turned_off(monkeypatch)
     monkeypatch.setenv("LAZYXLA_CHANNELS_LAST", "maybe")
     with pytest.warns(UserWarning, match="LAZYXLA_CHANNELS_LAST"):
         assert channels_last.applies(conv)
+
+
+def test_group_norm_keeps_a_convolution_channels_last():
+    from lazyxla.lowering import norms
+    x, w = _rand(2, 4, 6, 5), _rand(4, 4, 3, 3, seed=7)
+    gamma, beta = _rand(4, seed=8), _rand(4, seed=9)
+
+    def step(x, w):  # conv, group norm (2 groups), GELU, a loss; the gradients by hand
+        y = _conv(x, w)
+        out, mean, rstd = norms.native_group_norm(y, gamma, beta, 2, 4, 30, 2, 1e-5)
+        g = jax.grad(lambda o: jnp.sum(jax.nn.gelu(o) ** 2))(out)
+        gy, gg, gb = norms.native_group_norm_backward(g, y, mean, rstd, gamma, 2, 4, 30, 2, [True] * 3)
+        return out, gy, gg, gb
+    assert _conv_specs(_same(step, x, w))[0].out_spec == (0, 3, 1, 2)
