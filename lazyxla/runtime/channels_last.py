@@ -51,13 +51,19 @@ def channels_last(fn):
     def program(*args):
         closed = jax.make_jaxpr(fn)(*args)
         keep = frozenset()
-        while True:  # (a retry's discarded ops are dead code, which XLA removes)
+        for _ in range(_ATTEMPTS):  # (a retry's discarded ops are dead code, which XLA removes)
             run = _Evaluation(keep)
             outs = run.evaluate(closed.jaxpr, closed.consts, [(a, None, _NONE) for a in args])
             if run.conflicts <= keep:
                 return tuple(_array(v, None) for v in outs)
             keep |= run.conflicts
+        return tuple(core.eval_jaxpr(closed.jaxpr, closed.consts, *args))  # as written
     return program
+
+
+# Keeping a result logical can move its consumers' layouts and so find new conflicts; the third
+# evaluation that still finds some gives up and evaluates the program as written.
+_ATTEMPTS = 3
 
 
 # A value is (array, perm, origins). perm None is the logical layout; else physical axis i holds

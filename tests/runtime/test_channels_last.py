@@ -162,6 +162,17 @@ def test_a_result_that_a_reshape_reads_whole_stays_logical():
     assert forward.out_spec == (0, 1, 2, 3)
 
 
+def test_it_gives_up_after_its_attempts(monkeypatch):
+    monkeypatch.setattr(channels_last, "_ATTEMPTS", 1)  # the conflict found, no second attempt
+
+    def fn(x, w, v):
+        y = _conv(x, w)
+        return _conv(jax.nn.gelu(y), v), jnp.sin(y).reshape(2, -1)
+    jaxpr = _same(fn, X, W, W2)
+    assert [dn.out_spec for dn in _conv_specs(jaxpr)] == [(0, 1, 2, 3)] * 2  # as written
+    assert "transpose" not in [e.primitive.name for e in jaxpr.eqns]
+
+
 def test_a_reshape_of_a_reduced_result_does_not_count():
     def fn(x, w, m):  # global average pooling, flattened, then a linear layer
         y = jax.nn.relu(_conv(x, w))
