@@ -234,14 +234,16 @@ def _small_programs():
 
         def step(net=net, x=x, opt=opt, train=train):
             if train:
-                net(x).square().mean().backward()
+                y = net(x).square().mean()
+                y.backward()
                 opt.step()
                 opt.zero_grad()
             else:
                 with torch.no_grad():
-                    net(x)
+                    y = net(x)  # (kept while syncing: an unread result computes nothing)
             lazyxla.sync()
             lazyxla.wait()
+            return y
         yield name, step
 
 
