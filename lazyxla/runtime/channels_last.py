@@ -5,10 +5,12 @@ are channels-first (NCHW), so XLA puts a transpose before and after each convolu
 layout assignment removes few of them: in ResNet training's program, 57 transpose fusions took 50
 of 219 ms. This pass evaluates the program's jaxpr keeping each value in a physical layout, a
 permutation of its logical dimensions. A convolution reads any layout (through its dimension
-numbers) and gives batch-spatial-feature; elementwise ops, reductions, slices, pads, reverses and
-transposes carry layouts through; every other primitive gets its operands in logical (row-major)
-layout. The program's outputs are logical. The values are the same, op for op: only where data
-sits in memory changes, and XLA's transposes move to where the layouts meet.
+numbers) and gives batch-spatial-feature; elementwise ops, reductions, slices, pads, reverses,
+concatenations, transposes and matrix products carry layouts through; every other primitive gets
+its operands in logical (row-major) layout, as the program's inputs and outputs are. Where a
+convolution's result would be transposed in full to meet such an op or a large logical input,
+that result stays logical instead (_Evaluation). The values are the same, op for op: only where
+data sits in memory changes, and with it the order XLA's kernels may sum in.
 """
 from __future__ import annotations
 
@@ -70,6 +72,9 @@ _ATTEMPTS = 3
 # logical axis perm[i], i.e. array == transpose(logical, perm). origins: the convolutions whose
 # channels-last results it is computed from.
 _NONE = frozenset()
+# The origins of a logical value that costs nothing to make in any layout (a broadcast, an iota,
+# a constant, elementwise ops of those): XLA folds a transpose into it.
+_CHEAP = frozenset(("cheap",))  # (a distinct object: every empty frozenset is one)
 
 
 def _inverse(perm):
@@ -96,10 +101,11 @@ def _array(value, perm):
 
 class _Evaluation:
     """One evaluation of a jaxpr. A convolution whose channels-last result, or a large part of it
-    (a quarter or more), meets an op that takes logical operands only (a reshape, a gather) is a
-    conflict: XLA's layout assignment then runs the elementwise ops between them with strided
-    access (a 1-d convolution, group norm and GELU's training step: 2.2x as long). The program is
-    evaluated again with those convolutions' results kept logical."""
+    (a quarter or more), meets an op that takes logical operands only (a reshape, a gather) or a
+    large logical input is a conflict: XLA's layout assignment then runs the elementwise ops
+    between them with strided access (a 1-d convolution, a reshaping group norm and GELU's
+    training step: 2.2x as long). The program is evaluated again with those convolutions' results
+    kept logical."""
 
     def __init__(self, keep):
         self.keep, self.conflicts, self.sizes = keep, set(), {}
@@ -114,8 +120,8 @@ class _Evaluation:
         env = {}
 
         def read(v):
-            return (v.val, None, _NONE) if isinstance(v, core.Literal) else env[v]
-        env.update((v, (c, None, _NONE)) for v, c in zip(jaxpr.constvars, consts))
+            return (v.val, None, _CHEAP) if isinstance(v, core.Literal) else env[v]
+        env.update((v, (c, None, _CHEAP)) for v, c in zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, args))
         for eqn in jaxpr.eqns:
             ins = [read(v) for v in eqn.invars]
@@ -133,7 +139,7 @@ class _Evaluation:
 
 def _bind(eqn, args, perm, origins, **params):
     out = eqn.primitive.bind(*args, **dict(eqn.params, **params))
-    if perm is None:
+    if perm is None and origins is not _CHEAP:
         origins = _NONE
     return [(o, perm, origins) for o in (out if eqn.primitive.multiple_results else [out])]
 
@@ -150,16 +156,23 @@ def _rule(*names):
 
 
 def _origins(ins):
-    return frozenset().union(*(v[2] for v in ins))
+    return frozenset().union(*(v[2] for v in ins if v[1] is not None))
 
 
 def _elementwise(ev, eqn, ins):
     rank = len(eqn.outvars[0].aval.shape)
     perm = next((v[1] for v in ins if v[1] is not None), None)
-    if perm is None or any(jnp.ndim(v[0]) not in (0, rank) for v in ins):
+    if perm is None and all(jnp.ndim(v[0]) == 0 or v[2] is _CHEAP for v in ins):
+        return _bind(eqn, [v[0] for v in ins], None, _CHEAP)
+    # A large logical operand that is data (a program input, a gather's result) would be
+    # transposed in full: the op runs logical instead, a conflict for the channels-last operands'
+    # convolutions where they are large (ResNet's backward program under torch.compile, whose
+    # inputs are the saved activations: 1.03x as long channels-last without this). Cheap or small
+    # ones are transposed to match; one in a third layout goes through the logical one.
+    size = eqn.outvars[0].aval.size
+    if perm is None or any(jnp.ndim(v[0]) not in (0, rank) or (
+            v[1] is None and v[2] is not _CHEAP and 4 * jnp.size(v[0]) >= size) for v in ins):
         return _logical_rule(ev, eqn, ins)
-    # (a logical operand, often a broadcast, is transposed to match: XLA folds that into it; one
-    # in a third layout goes through the logical one)
     args = [v[0] if jnp.ndim(v[0]) == 0 or v[1] == perm else
             _array((ev.logical(v), None, _NONE), perm) for v in ins]
     return _bind(eqn, args, perm, _origins(ins))
@@ -181,6 +194,11 @@ def _conv(ev, eqn, ins):
                 dimension_numbers=lax.ConvDimensionNumbers(lhs, rhs, out_spec))
     ev.sizes[eqn] = out[0][0].size
     return out
+
+
+@_rule("broadcast_in_dim", "iota")
+def _broadcast(ev, eqn, ins):
+    return _bind(eqn, [ev.logical(v) for v in ins], None, _CHEAP)
 
 
 @_rule("transpose")

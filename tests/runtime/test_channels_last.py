@@ -173,6 +173,19 @@ def test_it_gives_up_after_its_attempts(monkeypatch):
     assert "transpose" not in [e.primitive.name for e in jaxpr.eqns]
 
 
+def test_a_result_that_meets_a_large_program_input_stays_logical():
+    # (a backward program under torch.compile: cotangents times the saved activations, its inputs;
+    # transposing each input in full cost more than the channels-last convolutions saved)
+    def fn(x, w, saved, scale):
+        y = _conv(x, w)
+        return jnp.sum(y * saved, axis=(0, 2, 3)), y * scale + 1.0
+    jaxpr = _same(fn, X, W, _rand(2, 4, 6, 5, seed=3), _rand(1, 4, 1, 1, seed=4))
+    assert _conv_specs(jaxpr)[0].out_spec == (0, 1, 2, 3)
+    # a small one (per channel) is transposed to match
+    jaxpr = _same(lambda x, w, scale: _conv(x, w) * scale + 1.0, X, W, _rand(1, 4, 1, 1, seed=4))
+    assert _conv_specs(jaxpr)[0].out_spec == (0, 3, 1, 2)
+
+
 def test_a_reshape_of_a_reduced_result_does_not_count():
     def fn(x, w, m):  # global average pooling, flattened, then a linear layer
         y = jax.nn.relu(_conv(x, w))
