@@ -203,12 +203,12 @@ def _broadcast(ev, eqn, ins):
 
 @_rule("transpose")
 def _transpose(ev, eqn, ins):
-    (x, perm, origins), = ins
+    (x, had, origins), = ins
     back = _inverse(eqn.params["permutation"])
-    if perm is None:
-        perm = range(len(back))
-    perm = _normal(back[a] for a in perm)
-    return [(x, perm, origins if perm is not None else _NONE)]  # no data moves
+    perm = _normal(back[a] for a in (had or range(len(back))))
+    if perm is None:  # (back to logical: as cheap as it was)
+        return [(x, None, origins if origins is _CHEAP else _NONE)]
+    return [(x, perm, origins if had is not None else _NONE)]  # no data moves
 
 
 @_rule(*_REDUCTIONS)

@@ -98,6 +98,13 @@ def test_transposes_move_no_data_and_compose():
     assert [e.primitive.name for e in jaxpr.eqns].count("transpose") == 2  # the outputs'
 
 
+def test_a_transposed_broadcast_meets_a_result_and_a_reshape():
+    def fn(x, w):
+        t = jnp.transpose(jnp.full((2, 6, 5, 4), 2.0), (0, 3, 1, 2))  # NHWC data viewed as NCHW
+        return (_conv(x, w) + t).reshape(2, -1), t.reshape(-1)
+    _same(fn, X, W)
+
+
 def test_elementwise_ops_with_broadcasts_scalars_and_selects():
     def fn(x, w, b):
         y = _conv(x, w) + b.reshape(1, -1, 1, 1)
