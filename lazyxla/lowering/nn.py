@@ -6,6 +6,9 @@ ops whose PyTorch schema mutates arguments it does not declare (native_batch_nor
 running statistics) get a direct kernel here that records functional ops and copies the results."""
 from __future__ import annotations
 
+import itertools
+import math
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -198,12 +201,52 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, nd):
     stride = _tup(stride, nd) if stride else kernel
     padding, dilation = _tup(padding, nd), _tup(dilation, nd)
     neg = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    outs = [_pool_out(n, k, s, p, d, ceil_mode)
+            for n, k, s, p, d in zip(x.shape[-nd:], kernel, stride, padding, dilation)]
+    if x.size and all(outs):
+        return _max_pool_by_offsets(x, kernel, stride, padding, dilation, outs, neg)
     win, flat, _, outs = _windows(x, kernel, stride, padding, dilation, ceil_mode, neg)
     am = jnp.argmax(win, axis=-1)
     val = jnp.take_along_axis(win, am[..., None], axis=-1)[..., 0]
     flat_j = jnp.broadcast_to(jnp.asarray(flat), win.shape)
     idx = jnp.take_along_axis(flat_j, am[..., None], axis=-1)[..., 0]
     return val, idx.astype(jnp.int64)
+
+
+def _max_pool_by_offsets(x, kernel, stride, padding, dilation, outs, neg):
+    """Max pooling as a running maximum over the kernel's offsets, each a strided slice of the
+    padded input: eager's scan (the first largest value, but the last NaN; a window of -inf gives
+    its first valid index). Slices and selects keep a channels-last input so
+    (runtime/channels_last.py), where gathering windows needs it logical."""
+    nd, lead = len(kernel), x.ndim - len(kernel)
+    sizes = x.shape[lead:]
+    high = [max(0, (o - 1) * s + (k - 1) * d + 1 - p - n)
+            for n, k, s, p, d, o in zip(sizes, kernel, stride, padding, dilation, outs)]
+    xp = lax.pad(x, jnp.asarray(neg, x.dtype), [(0, 0, 0)] * lead + [(p, h, 0) for p, h in zip(padding, high)])
+    plane_strides = [math.prod(sizes[i + 1:]) for i in range(nd)]
+    best = index = have = None
+    for offset in itertools.product(*map(range, kernel)):
+        pos = [np.arange(o) * s - p + f * d for o, s, p, f, d in zip(outs, stride, padding, offset, dilation)]
+        valid, flat = np.ones(tuple(outs), bool), np.zeros(tuple(outs), np.int64)
+        for i, q in enumerate(pos):
+            shape = [1] * nd
+            shape[i] = -1
+            valid = valid & ((q >= 0) & (q < sizes[i])).reshape(shape)
+            flat = flat + (q * plane_strides[i]).reshape(shape)
+        if not valid.any():
+            continue
+        start = [0] * lead + [f * d for f, d in zip(offset, dilation)]
+        limit = list(x.shape[:lead]) + [b + (o - 1) * s + 1 for b, o, s in zip(start[lead:], outs, stride)]
+        v = lax.slice(xp, start, limit, [1] * lead + list(stride))
+        if best is None:
+            best, index, have = jnp.where(valid, v, neg), jnp.where(valid, flat, 0), valid
+            continue
+        take = v > best
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            take = take | jnp.isnan(v)
+        take = valid & (take | ~have)
+        best, index, have = jnp.where(take, v, best), jnp.where(take, flat, index), have | valid
+    return best, index
 
 
 @register(aten.max_pool2d_with_indices.default)

@@ -99,6 +99,26 @@ def test_max_pool1d_3d():
     check_grad(lambda x: F.max_pool3d(x, 2, ceil_mode=True), R(1, 2, 4, 5, 5))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_max_pool_indices_follow_eagers_scan(dtype):
+    """The first largest value's index, but the last NaN's; a window of -inf (or of the smallest
+    int) gives its first valid position, not a padded one."""
+    nan, inf = float("nan"), float("inf")
+    if dtype == torch.float32:
+        x = torch.tensor([[[[nan, 1., nan, 2., 7.], [-inf, -inf, 7., 3., nan], [0., 7., 1., 1., 2.],
+                            [-inf, -inf, -inf, -inf, 4.]]]])
+    else:
+        low = torch.iinfo(dtype).min
+        x = torch.tensor([[[[low, low, 5, 5, 1], [2, 5, low, 0, 5], [low, low, low, 3, 3],
+                            [1, 1, 1, low, low]]]], dtype=dtype)
+    for kw in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1),
+               dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 1), ceil_mode=True),
+               dict(kernel_size=2, stride=1, dilation=2), dict(kernel_size=(1, 5), padding=(0, 2))):
+        check(lambda t: F.max_pool2d(t, return_indices=True, **kw), x)
+    check(lambda t: F.max_pool1d(t, 3, 1, 1, return_indices=True), x[0])
+    check(lambda t: F.max_pool3d(t, (1, 2, 2), return_indices=True), x[None])
+
+
 def test_max_unpool_round_trips_max_pool():
     x = R(2, 3, 4, 6)
     check(lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2), x)
