@@ -1,7 +1,9 @@
 """Programs with convolutions on the CPU backend are evaluated channels-last (runtime/
 channels_last.py): the same values as the program as written, convolutions reading and writing
 batch-spatial-feature data, the layouts carried through elementwise ops, reductions, slices, pads,
-reverses, concatenations and transposes, and the program's outputs in their logical layout."""
+reverses, concatenations, transposes and matrix products, and the program's outputs in their
+logical layout; a result that a reshape reads whole, or that meets a large logical input, stays
+logical."""
 import re
 
 import jax
