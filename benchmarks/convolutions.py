@@ -150,6 +150,7 @@ def programs_compared(spec, inputs, seconds: float, forms, min_runs: int = 15) -
     import numpy as np
     from lazyxla.jaxenv import x64
     from lazyxla.lowering import conv_grad
+    from benchmarks.opt_level import alternating_medians_ms
     from lazyxla.runtime import channels_last, compiler
     feed = compiler._feeder(spec)
     saved = conv_grad.applies, channels_last.applies
@@ -176,15 +177,8 @@ def programs_compared(spec, inputs, seconds: float, forms, min_runs: int = 15) -
     first = outs[forms[0]]
     diff = max((float(np.max(np.abs(a.astype(np.float64) - b))) for form in forms[1:]
                 for a, b in zip(first, outs[form]) if a.dtype.kind == "f" and a.size), default=0.0)
-    times = {form: [] for form in forms}
-    t_end = time.perf_counter() + seconds
-    while time.perf_counter() < t_end or len(times[forms[-1]]) < min_runs:
-        for form in forms:
-            for _ in range(3):
-                t0 = time.perf_counter()
-                run(form)
-                times[form].append(time.perf_counter() - t0)
-    result = {form: (statistics.median(times[form]) * 1e3, compile_s[form]) for form in forms}
+    run_ms = alternating_medians_ms(run, forms, seconds, min_runs)
+    result = {form: (run_ms[form], compile_s[form]) for form in forms}
     result["max_diff"] = diff
     return result
 

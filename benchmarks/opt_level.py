@@ -112,17 +112,24 @@ def measure(job: str, seconds: float, lengths: int, min_steps: int = 30) -> dict
     equal = all(np.array_equal(a, b, equal_nan=True) for a, b in pairs)
     diff = max((float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))))
                 for a, b in pairs if a.size and a.dtype.kind == "f"), default=0.0)
-    times = {lv: [] for lv in LEVELS}
-    t_end = time.perf_counter() + seconds
-    while time.perf_counter() < t_end or len(times[LEVELS[-1]]) < min_steps:
-        for lv in LEVELS:
-            for _ in range(3):
-                t0 = time.perf_counter()
-                run(lv)
-                times[lv].append(time.perf_counter() - t0)
+    run_ms = alternating_medians_ms(run, LEVELS, seconds, min_steps)
     return {"programs": len(programs), "equal": equal, "max_diff": diff,
             **{f"compile_s_{lv}": compile_s[lv] for lv in LEVELS},
-            **{f"run_ms_{lv}": statistics.median(times[lv]) * 1e3 for lv in LEVELS}}
+            **{f"run_ms_{lv}": run_ms[lv] for lv in LEVELS}}
+
+
+def alternating_medians_ms(run, variants, seconds: float, min_runs: int) -> dict:
+    """{variant: median ms of run(variant)}, the variants timed in alternating rounds of 3 runs
+    for `seconds` and at least `min_runs` each, so that a slow phase of the machine hits all."""
+    times = {v: [] for v in variants}
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end or len(times[variants[-1]]) < min_runs:
+        for v in variants:
+            for _ in range(3):
+                t0 = time.perf_counter()
+                run(v)
+                times[v].append(time.perf_counter() - t0)
+    return {v: statistics.median(times[v]) * 1e3 for v in variants}
 
 
 def main(argv=None) -> int:
