@@ -37,15 +37,14 @@ _INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr",
             "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr"}
 _RULES = {}
 
-_CONV_OPS = frozenset(("aten::convolution", "aten::convolution_backward"))
+_CONV_OPS = frozenset(("aten.convolution.default", "aten.convolution_backward.default"))
 
 
 def applies(spec) -> bool:
     """On the CPU backend, for a program with a convolution, unless LAZYXLA_CHANNELS_LAST=0."""
     if jax.default_backend() != "cpu" or not flag("LAZYXLA_CHANNELS_LAST", True):
         return False
-    return any(getattr(getattr(e[0], "op", None), "_name", None) in _CONV_OPS
-               for e in spec.entries[spec.n_params:])
+    return any(e[0].name in _CONV_OPS for e in spec.entries[spec.n_params:])  # (lowerings' names)
 
 
 def channels_last(fn):
