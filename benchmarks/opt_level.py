@@ -1,15 +1,16 @@
-"""XLA's CPU optimization level: the programs of a step compiled at level 3 (XLA's default) and at
-level 2 (lazyxla's, runtime/compiler.py), compile time and steady-state runs side by side.
+"""XLA's CPU compile options: the programs of a step compiled at optimization level 3 (XLA's
+default), at level 2 (lazyxla's, runtime/compiler.py) and with the quick options shape variants
+are first compiled with (runtime/tiering.py), compile time and steady-state runs side by side.
 
     python -m benchmarks.opt_level                      # the suite's 8 workloads and `dyn`
     python -m benchmarks.opt_level --jobs cnn:train,dyn --seconds 20
 
 Per job, in one process (XLA on one core, as in the suite): lazy mode runs the step twice; the
-programs of the second step are compiled twice at each level, the levels alternating (timed: XLA's
-compile alone, the faster of the two), then run on the inputs lazy mode fed them, the levels
+programs of the second step are compiled twice with each option set, the sets alternating (timed:
+XLA's compile alone, the faster of the two), then run on the inputs lazy mode fed them, the sets
 alternating in rounds of 3 until --seconds have passed and each has run 30 steps (median).
 `dyn` is the dynamic-length workload: one transformer block at --lengths sequence lengths, a
-program each. Outputs are compared: bitwise equal, or the largest difference. Writes
+program each. Outputs are compared with level 2's: bitwise equal, or the largest difference. Writes
 benchmarks/results/opt_level.md.
 """
 from __future__ import annotations
@@ -21,7 +22,12 @@ import sys
 import time
 
 JOBS = "mlp:infer,mlp:train,transformer:infer,transformer:train,cnn:infer,cnn:train,gpt:infer,gpt:train,dyn"
-LEVELS = (3, 2)
+
+def _variants() -> dict:
+    """option set name -> XLA compile options"""
+    from lazyxla.runtime.tiering import QUICK_OPTIONS
+    return {"3": {"xla_backend_optimization_level": 3}, "2": {"xla_backend_optimization_level": 2},
+            "quick": QUICK_OPTIONS}
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -84,38 +90,43 @@ def measure(job: str, seconds: float, lengths: int, min_steps: int = 30) -> dict
     programs = _captured_programs(job, lengths)
     if not programs:
         raise RuntimeError(f"{job}: the step ran no program")
-    compiled = {lv: [] for lv in LEVELS}
-    compile_s = dict.fromkeys(LEVELS, 0.0)
+    variants = _variants()
+    levels = tuple(variants)
+    compiled = {lv: [] for lv in levels}
+    compile_s = dict.fromkeys(levels, 0.0)
     with x64(True):
         for spec, inputs in programs:
             feed = compiler._feeder(spec)
             args = [jax.device_put(a) if isinstance(a, np.ndarray) else a
                     for a in (feed(inputs) if feed else inputs)]
             best = {}
-            for lv in LEVELS + LEVELS[::-1]:  # twice each, in both orders: the faster counts
+            for lv in levels + levels[::-1]:  # twice each, in both orders: the faster counts
                 # lowered afresh: JAX keeps what it compiled per lowered module and options
                 lowered = jax.jit(compiler.build_function(spec, None)).lower(*compiler.param_avals(spec))
                 t0 = time.perf_counter()
-                exe = lowered.compile(compiler_options={"xla_backend_optimization_level": lv})
+                exe = lowered.compile(compiler_options=variants[lv])
                 seconds = time.perf_counter() - t0
                 if lv not in best or seconds < best[lv][0]:
                     best[lv] = (seconds, exe)
-            for lv in LEVELS:
+            for lv in levels:
                 compile_s[lv] += best[lv][0]
                 compiled[lv].append((best[lv][1], args))
 
     def run(lv):
         with x64(True):
             return jax.block_until_ready([exe(*args) for exe, args in compiled[lv]])
-    outs = {lv: [[np.asarray(o) for o in program] for program in run(lv)] for lv in LEVELS}
-    pairs = [(a, b) for pa, pb in zip(outs[LEVELS[0]], outs[LEVELS[1]]) for a, b in zip(pa, pb)]
-    equal = all(np.array_equal(a, b, equal_nan=True) for a, b in pairs)
-    diff = max((float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-                for a, b in pairs if a.size and a.dtype.kind == "f"), default=0.0)
-    run_ms = alternating_medians_ms(run, LEVELS, seconds, min_steps)
-    return {"programs": len(programs), "equal": equal, "max_diff": diff,
-            **{f"compile_s_{lv}": compile_s[lv] for lv in LEVELS},
-            **{f"run_ms_{lv}": run_ms[lv] for lv in LEVELS}}
+    outs = {lv: [[np.asarray(o) for o in program] for program in run(lv)] for lv in levels}
+    same = {}
+    for lv in ("3", "quick"):
+        pairs = [(a, b) for pa, pb in zip(outs["2"], outs[lv]) for a, b in zip(pa, pb)]
+        diff = max((float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                    for a, b in pairs if a.size and a.dtype.kind == "f"), default=0.0)
+        equal = all(np.array_equal(a, b, equal_nan=True) for a, b in pairs)
+        same[lv] = "bitwise equal" if equal else f"differ by up to {diff:.1e}"
+    run_ms = alternating_medians_ms(run, levels, seconds, min_steps)
+    return {"programs": len(programs), "same_3": same["3"], "same_quick": same["quick"],
+            **{f"compile_s_{lv}": compile_s[lv] for lv in levels},
+            **{f"run_ms_{lv}": run_ms[lv] for lv in levels}}
 
 
 def alternating_medians_ms(run, variants, seconds: float, min_runs: int) -> dict:
@@ -148,22 +159,26 @@ def main(argv=None) -> int:
     for job in jobs:
         r = measure(job, args.seconds, args.lengths)
         rows.append((job, r))
-        print(f"{job}: compile {r['compile_s_3']:.2f} -> {r['compile_s_2']:.2f} s, "
-              f"run {r['run_ms_3']:.3f} -> {r['run_ms_2']:.3f} ms", flush=True)
-    lines = ["# XLA CPU optimization level: 3 (XLA's default) against 2 (lazyxla's)", "",
+        print(f"{job}: compile {r['compile_s_3']:.2f} / {r['compile_s_2']:.2f} / "
+              f"{r['compile_s_quick']:.2f} s, run {r['run_ms_3']:.3f} / {r['run_ms_2']:.3f} / "
+              f"{r['run_ms_quick']:.3f} ms (level 3 / level 2 / quick)", flush=True)
+    lines = ["# XLA CPU compile options: level 3 (XLA's default), level 2 (lazyxla's), quick "
+             "(shape variants' first compile)", "",
              f"`python -m benchmarks.opt_level --jobs {args.jobs} --seconds {args.seconds:g} "
              f"--lengths {args.lengths}` on {time.strftime('%Y-%m-%d %H:%M')}. One process, XLA "
-             "on one core; each program compiled twice at each level (compile: "
+             "on one core; each program compiled twice with each option set (compile: "
              "XLA alone, the faster of the two, summed over the step's programs); runs alternate "
-             "between the levels, at least 30 steps each (median step). "
+             "between the option sets, at least 30 steps each (median step). quick = "
+             "`tiering.QUICK_OPTIONS` (LLVM -O0, XLA's classic element emitters). "
              f"dyn: one transformer block (d 64) at {args.lengths} sequence lengths, a program each.", "",
-             "| job | programs | compile s, level 3 | level 2 | ratio | run ms, level 3 | level 2 | "
-             "ratio | outputs |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| job | programs | compile s, level 3 | level 2 | quick | quick / level 2 | "
+             "run ms, level 3 | level 2 | quick | quick / level 2 | level 3's outputs | quick's outputs |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for job, r in rows:
-        same = "bitwise equal" if r["equal"] else f"differ by up to {r['max_diff']:.1e}"
         lines.append(f"| {job} | {r['programs']} | {r['compile_s_3']:.2f} | {r['compile_s_2']:.2f} | "
-                     f"{r['compile_s_2'] / r['compile_s_3']:.2f} | {r['run_ms_3']:.3f} | "
-                     f"{r['run_ms_2']:.3f} | {r['run_ms_2'] / r['run_ms_3']:.2f} | {same} |")
+                     f"{r['compile_s_quick']:.2f} | {r['compile_s_quick'] / r['compile_s_2']:.2f} | "
+                     f"{r['run_ms_3']:.3f} | {r['run_ms_2']:.3f} | {r['run_ms_quick']:.3f} | "
+                     f"{r['run_ms_quick'] / r['run_ms_2']:.2f} | {r['same_3']} | {r['same_quick']} |")
     write_report(lines, args.out)
     return 0
 

@@ -13,8 +13,8 @@ from lazyxla import metrics
 _COUNTERS = ("MarkStep", "UncachedCompile", "CachedCompile", "CompilationCacheEviction",
              "RecompileAfterEviction", "PersistentCacheHit", "PersistentCacheMiss",
              "PersistentCacheCorrupt", "DynamoExtractCompiledGraph", "DynamoRetrace", "RunCachedGraph",
-             "ItemCall")
-_METRICS = ("CompileTime", "ExecuteTime", "TransferToDeviceTime", "TransferFromDeviceTime",
+             "ItemCall", "QuickCompile", "UpgradeCompile")
+_METRICS = ("CompileTime", "UpgradeCompileTime", "UpgradeWaitTime", "ExecuteTime", "TransferToDeviceTime", "TransferFromDeviceTime",
             "DynamoSyncInputExecuteTime")
 
 
@@ -28,8 +28,8 @@ def collect() -> dict:
     return {
         "counters": {k: metrics.counter_value(k) or 0 for k in _COUNTERS},
         "times": times,
-        "graphs": [{k: e[k] for k in ("hash", "ops", "inputs", "outputs", "ms")}
-                   for e in metrics.events("compile")],
+        "graphs": [{**{k: e[k] for k in ("hash", "ops", "inputs", "outputs", "ms")},
+                    "quick": e.get("quick", False)} for e in metrics.events("compile")],
         "retraces": [{"graph": e["graph"], "cause": e["cause"]} for e in metrics.events("retrace")],
         "partitions": [{"partitions": e["partitions"], "unsupported": e["unsupported"]}
                        for e in metrics.events("partition")],
@@ -45,6 +45,9 @@ def render_text(rep: dict) -> str:
     lines.append(f"  syncs (MarkStep): {c['MarkStep']}   compiled-graph replays: {c['RunCachedGraph']}")
     lines.append(f"  compilation cache: {misses} compiles, {hits} hits, {c['CompilationCacheEviction']} "
                  f"evictions, {c['RecompileAfterEviction']} recompiles after eviction")
+    if c["QuickCompile"]:
+        lines.append(f"  shape variants compiled quick: {c['QuickCompile']}, {c['UpgradeCompile']} of them "
+                     "reused enough to be compiled again optimized")
     if c["PersistentCacheHit"] or c["PersistentCacheMiss"] or c["PersistentCacheCorrupt"]:
         lines.append(f"  persistent cache: {c['PersistentCacheHit']} hits, {c['PersistentCacheMiss']} "
                      f"misses, {c['PersistentCacheCorrupt']} corrupt entries recompiled")
@@ -53,7 +56,7 @@ def render_text(rep: dict) -> str:
     lines.append(f"graphs compiled ({len(rep['graphs'])}):")
     for g in rep["graphs"][-20:]:
         lines.append(f"  {g['hash'][:12]}  {g['ops']:5d} ops  {g['inputs']:4d} in  {g['outputs']:3d} out  "
-                     f"{g['ms']:8.1f} ms")
+                     f"{g['ms']:8.1f} ms{'  (quick)' if g.get('quick') else ''}")
     if len(rep["graphs"]) > 20:
         lines.append(f"  ... {len(rep['graphs']) - 20} earlier graphs not shown")
     lines.append(f"retraces ({len(rep['retraces'])}) — why the model recompiled:")

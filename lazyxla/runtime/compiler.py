@@ -14,7 +14,7 @@ from lazyxla.jaxenv import check_not_forked, device_scalar, np_dtype, x64
 from lazyxla.ir.node import Slot
 from lazyxla.lowering import registry
 from lazyxla.lowering.registry import weak_scalar
-from lazyxla.runtime import channels_last
+from lazyxla.runtime import channels_last, tiering
 
 
 class LoweringError(RuntimeError):
@@ -89,11 +89,14 @@ class Program:
     shape serves.) `feed(values)` turns values in parameter order (device arrays, and Python or
     numpy scalars) into the executable's arguments; None when there is no scalar to convert.
     `checks`: (op name, kind) of each check flag in the program's last output (none: no flags);
-    `strict`: each run waits for them and raises (else they are reported at the next read)."""
-    __slots__ = ("compiled", "feed", "checks", "strict")
+    `strict`: each run waits for them and raises (else they are reported at the next read).
+    `compiled` is replaced once by the optimized executable when the program was compiled quick
+    (tiering.py), so callers look it up at each call."""
+    __slots__ = ("compiled", "feed", "checks", "strict", "upgrade")
 
-    def __init__(self, compiled, feed, checks=(), strict=False):
+    def __init__(self, compiled, feed, checks=(), strict=False, upgrade=None):
         self.compiled, self.feed, self.checks, self.strict = compiled, feed, checks, strict
+        self.upgrade = upgrade  # a quick compile's tiering.Upgrade, until the optimized one runs
 
 
 def scalar_layout(spec):
@@ -165,12 +168,15 @@ def compile_options() -> dict:
     return {_OPT_LEVEL_FLAG: _CPU_OPT_LEVEL}
 
 
-def compile_spec(spec) -> Program:
-    """Lower and compile; counts CompileTime."""
+def compile_spec(spec, quick: bool = False) -> Program:
+    """Lower and compile; counts CompileTime. `quick`: compiled with tiering.QUICK_OPTIONS, and
+    optimized later if it is reused."""
     check_not_forked()
     checks = [] if registry.index_checks_enabled() else None
     with metrics.timed("CompileTime"), x64(True):
         fn = build_function(spec, checks)
-        compiled = jax.jit(fn).lower(*param_avals(spec)).compile(compiler_options=compile_options())
+        lowered = jax.jit(fn).lower(*param_avals(spec))
+        compiled = lowered.compile(compiler_options=tiering.QUICK_OPTIONS if quick else compile_options())
+    upgrade = tiering.Upgrade(lowered, compile_options(), spec.hash) if quick else None
     return Program(compiled, _feeder(spec), tuple(checks or ()),
-                   registry.index_checks_mode() == "strict")
+                   registry.index_checks_mode() == "strict", upgrade)

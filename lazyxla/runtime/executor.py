@@ -24,6 +24,7 @@ from lazyxla.jaxenv import (check_not_forked, clear_scalar_cache, np_dtype, put_
                             x64)
 from lazyxla.lowering import registry
 from .cache import CompilationCache
+from . import tiering
 from .compiler import compile_spec
 
 log = logging.getLogger("lazyxla")
@@ -59,10 +60,13 @@ def executable_for(spec):
         return exe
     metrics.counter_inc("UncachedCompile")
     t0 = time.perf_counter()
-    exe = compile_spec(spec)
+    quick = tiering.compile_quick(spec)
+    if quick:
+        metrics.counter_inc("QuickCompile")
+    exe = compile_spec(spec, quick)
     seconds = time.perf_counter() - t0
     metrics.record_event("compile", hash=spec.hash, ops=spec.n_ops, inputs=spec.n_params,
-                         outputs=len(spec.outputs), ms=round(seconds * 1e3, 2))
+                         outputs=len(spec.outputs), ms=round(seconds * 1e3, 2), quick=quick)
     for fn in _compile_listeners:
         fn(spec, seconds)
     CACHE.put(spec.hash, exe, spec)
@@ -98,6 +102,8 @@ def execute_arguments(program, arguments):
     """As execute(), given the executable's own arguments (one per parameter, a runtime scalar as
     a 0-dim array: compiler.scalar_layout), which a caller may keep prepared."""
     check_not_forked()
+    if program.upgrade is not None:
+        program.upgrade.on_run(program)
     t0 = _now()
     with x64(True):
         outs = program.compiled(*arguments)

@@ -1,0 +1,148 @@
+"""Quick first compiles for shape variants on XLA's CPU backend, upgraded when they are reused.
+
+A program whose op graph was compiled before at other shapes (a new sequence length under
+torch.compile(dynamic=True), a KV cache that grows in lazy mode, an epoch's smaller last batch)
+is compiled first with LLVM at -O0 and XLA's classic element emitters: 0.21-0.46x the compile
+time, for programs that run 1.0-3.8x as long (benchmarks/opt_level.py on the suite's programs).
+Most new lengths run once or a few times, so this is the cheaper program. A variant that runs UPGRADE_START times
+is compiled again, optimized as every other program is, in a background thread; from its
+UPGRADE_AT-th run on, the optimized program runs, that run waiting for its compile if it has not
+finished. Which runs are quick depends on run counts, never on timing, so a script computes the
+same numbers every time it runs (quick and optimized programs may differ in the last bits of a
+float). The first graph of each op structure is compiled optimized, as before: a training loop of
+fixed shapes never sees a quick program. LAZYXLA_QUICK_COMPILE=0 turns this off.
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import threading
+import time
+
+import jax
+
+from lazyxla import metrics
+from lazyxla.envflags import flag
+from lazyxla.jaxenv import x64
+
+log = logging.getLogger("lazyxla")
+
+QUICK_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+UPGRADE_START = 3  # the run that starts the optimized compile (in the background)
+UPGRADE_AT = 6  # the first run of the optimized program
+_FAMILIES_MAX = 4096
+
+# op structure (shapes and integer attributes left out) -> hashes of the programs compiled with it
+_families: collections.OrderedDict = collections.OrderedDict()
+_families_lock = threading.Lock()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def enabled() -> bool:
+    return jax.default_backend() == "cpu" and flag("LAZYXLA_QUICK_COMPILE", True)
+
+
+def compile_quick(spec) -> bool:
+    """Registers `spec`'s program; True when it is a shape variant of one compiled before (the
+    same ops reading the same operands, parameters of the same dtypes, other shapes or sizes)."""
+    if not enabled():
+        return False
+    key = _structure(spec)
+    with _families_lock:
+        hashes = _families.get(key)
+        if hashes is None:
+            hashes = _families[key] = set()
+            if len(_families) > _FAMILIES_MAX:
+                _families.popitem(last=False)
+        _families.move_to_end(key)
+        variant = bool(hashes - {spec.hash})
+        hashes.add(spec.hash)
+    return variant
+
+
+def _structure(spec):
+    params = tuple(e[2] for e in spec.entries[:spec.n_params])
+    ops = tuple((e[0].name, e[1], _shapeless(e[2]), _dtypes(e)) for e in spec.entries[spec.n_params:])
+    return params, ops, tuple(spec.outputs), frozenset(spec.scalar_params), frozenset(spec.rng_params)
+
+
+def _shapeless(attrs):
+    """An op's attributes with every integer left out (sizes, but dims too: a program that sums
+    another dim counts as a variant, which costs it only its first UPGRADE_AT - 1 runs' speed)."""
+    t = type(attrs)
+    if t is int:
+        return None
+    if t is tuple or t is list:
+        return tuple(_shapeless(a) for a in attrs)
+    return attrs if t in (bool, float, str, type(None)) else repr(type(attrs))
+
+
+def _dtypes(entry):
+    shape, dtype = entry[3], entry[4]  # (several outputs: dtype holds each one's spec, or None)
+    return tuple(None if sd is None else sd[1] for sd in dtype) if shape is None else dtype
+
+
+class Upgrade:
+    """A quick program's way to its optimized compile: counts its runs (on_run, called before
+    each) and swaps the optimized executable in at run UPGRADE_AT."""
+    __slots__ = ("lowered", "options", "runs", "future", "lock", "what")
+
+    def __init__(self, lowered, options: dict, what: str):
+        self.lowered, self.options, self.what = lowered, options, what
+        self.runs, self.future, self.lock = 0, None, threading.Lock()
+
+    def on_run(self, program) -> None:
+        with self.lock:
+            if program.upgrade is not self:  # another thread swapped it in meanwhile
+                return
+            self.runs += 1
+            if self.runs == UPGRADE_START:
+                self.future = _submit(self._compile)
+            if self.runs >= UPGRADE_AT:
+                compiled = self._result()
+                if compiled is not None:
+                    program.compiled = compiled
+                program.upgrade = None
+                self.lowered = self.future = None
+
+    def _compile(self):
+        t0 = time.perf_counter()
+        with metrics.timed("UpgradeCompileTime"), x64(True):
+            compiled = self.lowered.compile(compiler_options=self.options)
+        metrics.counter_inc("UpgradeCompile")
+        metrics.record_event("upgrade", graph=self.what, ms=round((time.perf_counter() - t0) * 1e3, 2))
+        return compiled
+
+    def _result(self):
+        """The optimized executable (compiled here if its turn in the background has not come);
+        None if its compile failed, which is logged: the quick program then stays."""
+        t0 = time.perf_counter_ns()
+        try:
+            if self.future is None or self.future.cancel():
+                return self._compile()
+            return self.future.result()
+        except Exception as e:  # (XLA out of memory, a thread pool shut down at exit)
+            log.warning("lazyxla: the optimized compile of graph %s failed (%s: %s); its quick "
+                        "program stays", self.what, type(e).__name__, e)
+            return None
+        finally:
+            metrics.metric_add("UpgradeWaitTime", time.perf_counter_ns() - t0)
+
+
+def _submit(fn):
+    """Runs fn in the upgrade thread (one: compiles queue behind each other). At interpreter exit
+    the compile in flight finishes and queued ones are dropped (concurrent.futures' own exit)."""
+    global _pool
+    if _pool is None:
+        _pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lazyxla-upgrade")
+    try:
+        return _pool.submit(fn)
+    except RuntimeError:  # the interpreter is exiting: the run that needs it compiles in place
+        return None
+
+
+def forget() -> None:
+    """Forget the op structures seen (tests; compile options that changed)."""
+    with _families_lock:
+        _families.clear()
