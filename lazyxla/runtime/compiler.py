@@ -172,11 +172,26 @@ def compile_spec(spec, quick: bool = False) -> Program:
     """Lower and compile; counts CompileTime. `quick`: compiled with tiering.QUICK_OPTIONS, and
     optimized later if it is reused."""
     check_not_forked()
-    checks = [] if registry.index_checks_enabled() else None
+    checked = registry.index_checks_enabled()
     with metrics.timed("CompileTime"), x64(True):
-        fn = build_function(spec, checks)
-        lowered = jax.jit(fn).lower(*param_avals(spec))
+        lowered, checks = _lower(spec, checked)
         compiled = lowered.compile(compiler_options=tiering.QUICK_OPTIONS if quick else compile_options())
-    upgrade = tiering.Upgrade(lowered, compile_options(), spec.hash) if quick else None
-    return Program(compiled, _feeder(spec), tuple(checks or ()),
-                   registry.index_checks_mode() == "strict", upgrade)
+    upgrade = None
+    if quick:  # (lowered again for the upgrade: a kept Lowered held 1.3 MB per dynamic length)
+        upgrade = tiering.Upgrade(functools.partial(_lower_again, spec, checked, checks),
+                                  compile_options(), spec.hash)
+    return Program(compiled, _feeder(spec), checks, registry.index_checks_mode() == "strict", upgrade)
+
+
+def _lower(spec, checked: bool):
+    """(jax's Lowered program, the (op name, kind) of its check flags)."""
+    checks = [] if checked else None
+    lowered = jax.jit(build_function(spec, checks)).lower(*param_avals(spec))
+    return lowered, tuple(checks or ())
+
+
+def _lower_again(spec, checked: bool, checks: tuple):
+    lowered, again = _lower(spec, checked)
+    if again != checks:  # (the optimized program must fill the flags its Program reads)
+        raise LoweringError(f"graph {spec.hash} lowered with other check flags the second time")
+    return lowered

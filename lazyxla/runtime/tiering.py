@@ -4,13 +4,14 @@ A program whose op graph was compiled before at other shapes (a new sequence len
 torch.compile(dynamic=True), a KV cache that grows in lazy mode, an epoch's smaller last batch)
 is compiled first with LLVM at -O0 and XLA's classic element emitters: 0.21-0.46x the compile
 time, for programs that run 1.0-3.8x as long (benchmarks/opt_level.py on the suite's programs).
-Most new lengths run once or a few times, so this is the cheaper program. A variant that runs UPGRADE_START times
-is compiled again, optimized as every other program is, in a background thread; from its
-UPGRADE_AT-th run on, the optimized program runs, that run waiting for its compile if it has not
-finished. Which runs are quick depends on run counts, never on timing, so a script computes the
-same numbers every time it runs (quick and optimized programs may differ in the last bits of a
-float). The first graph of each op structure is compiled optimized, as before: a training loop of
-fixed shapes never sees a quick program. LAZYXLA_QUICK_COMPILE=0 turns this off.
+Most new lengths run once or a few times, so this is the cheaper program. A variant that runs
+UPGRADE_START times is lowered again and compiled optimized, as every other program is, in a
+background thread; from its UPGRADE_AT-th run on, the optimized program runs, that run waiting
+for its compile if it has not finished. Which runs are quick depends on run counts, never on
+timing, so a script computes the same numbers every time it runs (quick and optimized programs
+may differ in the last bits of a float). The first graph of each op structure is compiled
+optimized, as before: a loop of fixed shapes never runs a quick program.
+LAZYXLA_QUICK_COMPILE=0 turns this off.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ UPGRADE_START = 3  # the run that starts the optimized compile (in the backgroun
 UPGRADE_AT = 6  # the first run of the optimized program
 _FAMILIES_MAX = 4096
 
-# op structure (shapes and integer attributes left out) -> hashes of the programs compiled with it
+# op structure (shapes and integer attributes left out) -> the hash of the first program with it
 _families: collections.OrderedDict = collections.OrderedDict()
 _families_lock = threading.Lock()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -48,17 +49,13 @@ def compile_quick(spec) -> bool:
     same ops reading the same operands, parameters of the same dtypes, other shapes or sizes)."""
     if not enabled():
         return False
-    key = _structure(spec)
+    key = hash(_structure(spec))  # (a collision would cost a program speed, never a value)
     with _families_lock:
-        hashes = _families.get(key)
-        if hashes is None:
-            hashes = _families[key] = set()
-            if len(_families) > _FAMILIES_MAX:
-                _families.popitem(last=False)
+        first = _families.setdefault(key, spec.hash)
         _families.move_to_end(key)
-        variant = bool(hashes - {spec.hash})
-        hashes.add(spec.hash)
-    return variant
+        if len(_families) > _FAMILIES_MAX:
+            _families.popitem(last=False)
+    return first != spec.hash
 
 
 def _structure(spec):
@@ -75,7 +72,11 @@ def _shapeless(attrs):
         return None
     if t is tuple or t is list:
         return tuple(_shapeless(a) for a in attrs)
-    return attrs if t in (bool, float, str, type(None)) else repr(type(attrs))
+    try:
+        hash(attrs)
+    except TypeError:
+        return repr(t)
+    return attrs
 
 
 def _dtypes(entry):
@@ -85,12 +86,14 @@ def _dtypes(entry):
 
 class Upgrade:
     """A quick program's way to its optimized compile: counts its runs (on_run, called before
-    each) and swaps the optimized executable in at run UPGRADE_AT."""
-    __slots__ = ("lowered", "options", "runs", "future", "lock", "what")
+    each), lowers the program again at run UPGRADE_START (here: lowerings trace in Python) and
+    compiles it in the background, and swaps the optimized executable in at run UPGRADE_AT.
+    `lower()` gives the program's jax Lowered form."""
+    __slots__ = ("lower", "options", "what", "runs", "lowered", "future", "lock")
 
-    def __init__(self, lowered, options: dict, what: str):
-        self.lowered, self.options, self.what = lowered, options, what
-        self.runs, self.future, self.lock = 0, None, threading.Lock()
+    def __init__(self, lower, options: dict, what: str):
+        self.lower, self.options, self.what = lower, options, what
+        self.runs, self.lowered, self.future, self.lock = 0, None, None, threading.Lock()
 
     def on_run(self, program) -> None:
         with self.lock:
@@ -98,9 +101,15 @@ class Upgrade:
                 return
             self.runs += 1
             if self.runs == UPGRADE_START:
+                try:
+                    with x64(True):
+                        self.lowered = self.lower()
+                except Exception as e:
+                    self._failed(program, e)
+                    return
                 self.future = _submit(self._compile)
             if self.runs >= UPGRADE_AT:
-                compiled = self._result()
+                compiled = self._result(program)
                 if compiled is not None:
                     program.compiled = compiled
                 program.upgrade = None
@@ -114,28 +123,35 @@ class Upgrade:
         metrics.record_event("upgrade", graph=self.what, ms=round((time.perf_counter() - t0) * 1e3, 2))
         return compiled
 
-    def _result(self):
-        """The optimized executable (compiled here if its turn in the background has not come);
-        None if its compile failed, which is logged: the quick program then stays."""
+    def _result(self, program):
+        """The optimized executable (compiled here if its turn in the background has not come),
+        or None if its compile failed."""
         t0 = time.perf_counter_ns()
         try:
             if self.future is None or self.future.cancel():
                 return self._compile()
             return self.future.result()
         except Exception as e:  # (XLA out of memory, a thread pool shut down at exit)
-            log.warning("lazyxla: the optimized compile of graph %s failed (%s: %s); its quick "
-                        "program stays", self.what, type(e).__name__, e)
+            self._failed(program, e)
             return None
         finally:
             metrics.metric_add("UpgradeWaitTime", time.perf_counter_ns() - t0)
+
+    def _failed(self, program, e) -> None:
+        """Logged; the quick program stays."""
+        log.warning("lazyxla: the optimized compile of graph %s failed (%s: %s); its quick "
+                    "program stays", self.what, type(e).__name__, e)
+        program.upgrade = None
+        self.lowered = self.future = None
 
 
 def _submit(fn):
     """Runs fn in the upgrade thread (one: compiles queue behind each other). At interpreter exit
     the compile in flight finishes and queued ones are dropped (concurrent.futures' own exit)."""
     global _pool
-    if _pool is None:
-        _pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lazyxla-upgrade")
+    with _families_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lazyxla-upgrade")
     try:
         return _pool.submit(fn)
     except RuntimeError:  # the interpreter is exiting: the run that needs it compiles in place

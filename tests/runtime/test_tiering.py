@@ -81,12 +81,21 @@ def test_a_reused_variant_runs_optimized_from_run_UPGRADE_AT_on_however_soon_it_
     assert metrics.counter_value("UpgradeCompile") == 1 and metrics.counter_value("QuickCompile") == 1
 
 
-def test_a_failed_optimized_compile_keeps_the_quick_program(dev, caplog):
-    _run(_f, torch.randn(5, 17), dev)
-    x = torch.randn(6, 17)
+def _lowering_fails():
+    raise RuntimeError("no lowering today")
+
+
+@pytest.mark.parametrize("how", ["compile", "lowering"])
+def test_a_failed_optimized_compile_keeps_the_quick_program(dev, caplog, how):
+    n = 17 if how == "compile" else 23  # (programs of their own)
+    _run(_f, torch.randn(5, n), dev)
+    x = torch.randn(6, n)
     program = _run(_f, x, dev)
     quick = program.compiled
-    program.upgrade.options = {"xla_no_such_option": 1}  # XLA refuses it
+    if how == "compile":
+        program.upgrade.options = {"xla_no_such_option": 1}  # XLA refuses it
+    else:
+        program.upgrade.lower = _lowering_fails
     with caplog.at_level(logging.WARNING, logger="lazyxla"):
         for _ in range(UPGRADE_AT):
             _run(_f, x, dev)
