@@ -169,7 +169,7 @@ def main(argv=None) -> int:
              "on one core; each program compiled twice with each option set (compile: "
              "XLA alone, the faster of the two, summed over the step's programs); runs alternate "
              "between the option sets, at least 30 steps each (median step). quick = "
-             "`tiering.QUICK_OPTIONS` (LLVM -O0, XLA's classic element emitters). "
+             "`tiering.QUICK_OPTIONS` (LLVM -O0, XLA's classic element emitters, one LLVM module). "
              f"dyn: one transformer block (d 64) at {args.lengths} sequence lengths, a program each.", "",
              "| job | programs | compile s, level 3 | level 2 | quick | quick / level 2 | "
              "run ms, level 3 | level 2 | quick | quick / level 2 | level 3's outputs | quick's outputs |",

@@ -2,8 +2,8 @@
 
 A program whose op graph was compiled before at other shapes (a new sequence length under
 torch.compile(dynamic=True), a KV cache that grows in lazy mode, an epoch's smaller last batch)
-is compiled first with LLVM at -O0 and XLA's classic element emitters: 0.21-0.46x the compile
-time, for programs that run 1.0-3.8x as long (benchmarks/opt_level.py on the suite's programs).
+is compiled first with LLVM at -O0 and XLA's classic element emitters: 0.10-0.36x the compile
+time, for programs that run 1.0-3.6x as long (benchmarks/opt_level.py on the suite's programs).
 Most new lengths run once or a few times, so this is the cheaper program. A variant that runs
 UPGRADE_START times is lowered again and compiled optimized, as every other program is, in a
 background thread; from its UPGRADE_AT-th run on, the optimized program runs, that run waiting
@@ -29,7 +29,11 @@ from lazyxla.jaxenv import x64
 
 log = logging.getLogger("lazyxla")
 
-QUICK_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+# LLVM -O0, XLA's classic element emitters, and the program's kernels as one LLVM module: XLA
+# splits it to compile the parts on several threads, which on one or two cores cost a quick
+# compile 1.4-2x the time (and the split programs ran up to 1.13x as long)
+QUICK_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False,
+                 "xla_cpu_parallel_codegen_split_count": 1}
 UPGRADE_START = 3  # the run that starts the optimized compile (in the background)
 UPGRADE_AT = 6  # the first run of the optimized program
 _FAMILIES_MAX = 4096
