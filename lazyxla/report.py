@@ -14,8 +14,8 @@ _COUNTERS = ("MarkStep", "UncachedCompile", "CachedCompile", "CompilationCacheEv
              "RecompileAfterEviction", "PersistentCacheHit", "PersistentCacheMiss",
              "PersistentCacheCorrupt", "DynamoExtractCompiledGraph", "DynamoRetrace", "RunCachedGraph",
              "ItemCall", "QuickCompile", "UpgradeCompile")
-_METRICS = ("CompileTime", "UpgradeCompileTime", "UpgradeWaitTime", "ExecuteTime", "TransferToDeviceTime", "TransferFromDeviceTime",
-            "DynamoSyncInputExecuteTime")
+_METRICS = ("CompileTime", "UpgradeCompileTime", "UpgradeWaitTime", "ExecuteTime",
+            "TransferToDeviceTime", "TransferFromDeviceTime", "DynamoSyncInputExecuteTime")
 
 
 def collect() -> dict:

@@ -31,7 +31,7 @@ log = logging.getLogger("lazyxla")
 
 # LLVM -O0, XLA's classic element emitters, and the program's kernels as one LLVM module: XLA
 # splits it to compile the parts on several threads, which on one or two cores cost a quick
-# compile 1.4-2x the time (and the split programs ran up to 1.13x as long)
+# compile 1.35-2x the time (and the split programs ran up to 1.13x as long)
 QUICK_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False,
                  "xla_cpu_parallel_codegen_split_count": 1}
 UPGRADE_START = 3  # the run that starts the optimized compile (in the background)
@@ -63,6 +63,7 @@ def compile_quick(spec) -> bool:
 
 
 def _structure(spec):
+    """What a program's shape variants share: its wiring, ops, dtypes and non-integer attributes."""
     params = tuple(e[2] for e in spec.entries[:spec.n_params])
     ops = tuple((e[0].name, e[1], _shapeless(e[2]), _dtypes(e)) for e in spec.entries[spec.n_params:])
     return params, ops, tuple(spec.outputs), frozenset(spec.scalar_params), frozenset(spec.rng_params)
