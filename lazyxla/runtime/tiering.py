@@ -34,8 +34,8 @@ log = logging.getLogger("lazyxla")
 # compile 1.35-2x the time (and the split programs ran up to 1.13x as long)
 QUICK_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False,
                  "xla_cpu_parallel_codegen_split_count": 1}
-UPGRADE_START = 3  # the run that starts the optimized compile (in the background)
-UPGRADE_AT = 6  # the first run of the optimized program
+UPGRADE_START = 8  # the run that starts the optimized compile (in the background)
+UPGRADE_AT = 16  # the first run of the optimized program
 _FAMILIES_MAX = 4096
 
 # op structure (shapes and integer attributes left out) -> the hash of the first program with it

@@ -182,3 +182,15 @@ def test_opt_level_benchmark_checks_its_jobs_before_running_any():
         with pytest.raises(SystemExit) as e:
             opt_level.main(argv + ["--out", "/nonexistent/never-written"])
         assert e.value.code == 2
+
+
+def test_variable_lengths_benchmark_checks_its_mixes_before_running_any():
+    """benchmarks/variable_lengths.py: a mix that is not LENGTHSxSTEPS, with no length or no step,
+    or no rounds is a usage error (exit status 2) before any process starts."""
+    import pytest
+    from benchmarks import variable_lengths
+    for argv in (["--mixes", "24x200,oops"], ["--mixes", "0x10"], ["--mixes", "4x0"], ["--mixes", ""],
+                 ["--mixes", "4x10x2"], ["--rounds", "0"]):
+        with pytest.raises(SystemExit) as e:
+            variable_lengths.main(argv + ["--out", "/nonexistent/never-written"])
+        assert e.value.code == 2
