@@ -97,20 +97,21 @@ def _is_lazy(a) -> bool:
     return isinstance(a, torch.Tensor) and a.device.type == "lazyxla"
 
 
-def extract(gm, args, name="graph", attrs=(), warm_up=True) -> Extracted:
+def extract(gm, args, name="graph", attrs=(), warm_up=True, dynamic=False) -> Extracted:
     """Trace `gm` on `args` through the lazy runtime, compile without running, undo the trace.
     `attrs`: the lazyxla tensors the graph reads as attributes (Dynamo lifts optimizer state so);
     they are inputs like the arguments, following them in the matcher's and mutations' numbering.
     `warm_up=False`: remember the program, compile it at its first call (a trace with stand-ins,
-    which may not be the program the bridge keeps)."""
+    which may not be the program the bridge keeps). `dynamic`: the graph has symbolic input shapes,
+    so its program is a shape variant from the first (compiled quick: runtime/tiering.py)."""
     metrics.counter_inc("DynamoExtractCompiledGraph")
     # the trace's IR is dropped at the end (mutated inputs revert to their data); what was pending
     # is synced first, so that no user's work goes with it
     with executor.undone_recording(), rng.drawn_apart():
-        return _traced(gm, args, name, attrs, warm_up)
+        return _traced(gm, args, name, attrs, warm_up, dynamic)
 
 
-def _traced(gm, args, name, attrs, warm_up) -> Extracted:
+def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
     call_args, args = args, tuple(args) + tuple(attrs)
     for a in args:
         cpu_ok = isinstance(a, torch.Tensor) and dispatch.is_cpu_scalar(a) and not a.requires_grad
@@ -152,7 +153,7 @@ def _traced(gm, args, name, attrs, warm_up) -> Extracted:
             graph = cut(roots)
             executor.CACHE.remember(graph.spec)
             if warm_up:
-                executor.executable_for(graph.spec)  # warm-up compile: nothing is executed
+                executor.executable_for(graph.spec, dynamic)  # warm-up compile: nothing runs
             matcher = InputMatcher(graph, args, start, sources, mutates=bool(mut_slots))
             h = graph.spec.hash
             if debug_enabled():
@@ -198,6 +199,10 @@ class Bridge:
         # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
         # a partition of a dynamic graph may see a new length only through a tensor's shape.
         self.shape_positions = _symbolic_inputs(gm)
+        # (a placeholder without metadata joins the key, but only a symbolic size makes the
+        # programs shape variants from the first)
+        self.dynamic = any(isinstance(v, torch.Tensor) and not all(type(d) is int for d in v.shape)
+                           for v in _placeholder_values(gm))
         # Inputs the graph reads with .item() (floats Dynamo passes as 0-dim CPU tensors) and int
         # arguments: fed to the program on every call where that makes the same program
         # (input_items.py), else their values join the key, as a Python float argument's would.
@@ -248,7 +253,8 @@ class Bridge:
                 self.programs[self._key(args)] = entry
                 return entry
             key = self._key(args)
-        entry = self.programs[key] = extract(self.gm, args, self.name, self.attrs)
+        entry = self.programs[key] = extract(self.gm, args, self.name, self.attrs,
+                                             dynamic=self.dynamic)
         return entry
 
     def _use_feed(self, feed):
@@ -313,7 +319,7 @@ class Bridge:
             return None
         entry.checks = tracings[0].checks
         if entry.hash is not None:
-            executor.executable_for(executor.CACHE.spec(entry.hash))  # warm-up compile
+            executor.executable_for(executor.CACHE.spec(entry.hash), self.dynamic)  # (warm-up)
         return entry
 
     def __call__(self, *call_args, _retried=False):

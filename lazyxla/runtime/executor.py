@@ -52,15 +52,17 @@ def set_cache_capacity(n: int) -> None:
         metrics.counter_inc("CompilationCacheEviction")
 
 
-def executable_for(spec):
-    """The executable of `spec`, compiling on a miss (counters CachedCompile / UncachedCompile)."""
+def executable_for(spec, shape_variant: bool = False):
+    """The executable of `spec`, compiling on a miss (counters CachedCompile / UncachedCompile).
+    `shape_variant`: the caller knows the program's shapes vary (a graph with symbolic shapes), so
+    it is compiled quick even if it is the first of its op structure (runtime/tiering.py)."""
     exe = CACHE.get(spec.hash)
     if exe is not None:
         metrics.counter_inc("CachedCompile")
         return exe
     metrics.counter_inc("UncachedCompile")
     t0 = time.perf_counter()
-    quick = tiering.compile_quick(spec)
+    quick = tiering.compile_quick(spec, shape_variant)
     if quick:
         metrics.counter_inc("QuickCompile")
     exe = compile_spec(spec, quick)

@@ -10,7 +10,8 @@ background thread; from its UPGRADE_AT-th run on, the optimized program runs, th
 for its compile if it has not finished. Which runs are quick depends on run counts, never on
 timing, so a script computes the same numbers every time it runs (quick and optimized programs
 may differ in the last bits of a float). The first graph of each op structure is compiled
-optimized, as before: a loop of fixed shapes never runs a quick program.
+optimized, unless it comes from a graph with symbolic shapes (torch.compile(dynamic=True)): a
+loop of fixed shapes never runs a quick program.
 LAZYXLA_QUICK_COMPILE=0 turns this off.
 """
 from __future__ import annotations
@@ -48,9 +49,10 @@ def enabled() -> bool:
     return jax.default_backend() == "cpu" and flag("LAZYXLA_QUICK_COMPILE", True)
 
 
-def compile_quick(spec) -> bool:
+def compile_quick(spec, shape_variant: bool = False) -> bool:
     """Registers `spec`'s program; True when it is a shape variant of one compiled before (the
-    same ops reading the same operands, parameters of the same dtypes, other shapes or sizes)."""
+    same ops reading the same operands, parameters of the same dtypes, other shapes or sizes), or
+    when the caller says it is one (`shape_variant`: a graph traced with symbolic shapes)."""
     if not enabled():
         return False
     key = hash(_structure(spec))  # (a collision would cost a program speed, never a value)
@@ -59,7 +61,7 @@ def compile_quick(spec) -> bool:
         _families.move_to_end(key)
         if len(_families) > _FAMILIES_MAX:
             _families.popitem(last=False)
-    return first != spec.hash
+    return shape_variant or first != spec.hash
 
 
 def _structure(spec):

@@ -1,8 +1,8 @@
 """Shape variants compile quick first (runtime/tiering.py): a graph whose op structure was compiled
 before at other shapes gets a quick compile; a variant reused UPGRADE_START times compiles again,
 optimized, in the background, and runs optimized from run UPGRADE_AT on, whenever that compile
-finished; the first graph of a structure is compiled optimized; every program computes eager's
-values."""
+finished; the first graph of a structure is compiled optimized, unless torch.compile traced it
+with symbolic shapes; every program computes eager's values."""
 import copy
 import logging
 
@@ -126,8 +126,23 @@ def test_new_lengths_under_dynamic_compile_run_quick_and_match_eager(dev):
             torch.testing.assert_close(cm(x.to(dev)).cpu(), attention(lin)(x), rtol=1e-5, atol=1e-5)
     finally:
         torch._dynamo.reset()
-    quick = _compiled_quick()
-    assert len(quick) == 3 and quick[0] is False and quick[1:] == [True, True]
+    assert _compiled_quick() == [True, True, True]  # (symbolic shapes: quick from the first)
+
+
+def test_a_graph_of_static_shapes_compiles_optimized_first(dev):
+    torch._dynamo.reset()
+    metrics.clear_all()
+
+    def fn(x):
+        return torch.softmax(x @ x.transpose(1, 2), -1).sum(1)
+    cm = torch.compile(fn, backend="lazyxla", dynamic=False)
+    try:
+        for n in (5, 6):
+            x = torch.randn(2, n, 8)
+            torch.testing.assert_close(cm(x.to(dev)).cpu(), fn(x), rtol=1e-5, atol=1e-5)
+    finally:
+        torch._dynamo.reset()
+    assert _compiled_quick() == [False, True]  # (Dynamo recompiled for the second shape)
 
 
 def test_a_variant_with_an_op_that_leaves_some_outputs_uncomputed(dev):
