@@ -166,6 +166,6 @@ def _submit(fn):
 
 
 def forget() -> None:
-    """Forget the op structures seen (tests; compile options that changed)."""
+    """Forget the op structures seen (for tests)."""
     with _families_lock:
         _families.clear()
