@@ -159,3 +159,37 @@ def test_a_variant_with_an_op_that_leaves_some_outputs_uncomputed(dev):
         lazyxla.sync()
         torch.testing.assert_close(got.cpu(), grad_of(x), rtol=1e-5, atol=1e-5)
     assert _compiled_quick()[-1] is True
+
+
+def test_runs_from_two_threads_upgrade_the_program_once(dev, monkeypatch):
+    import threading
+
+    import numpy as np
+    metrics.clear_all()
+    _run(_f, torch.randn(5, 29), dev)
+    calls = []
+    execute = executor.execute
+    monkeypatch.setattr(executor, "execute", lambda p, inputs: calls.append((p, inputs)) or execute(p, inputs))
+    x = torch.randn(6, 29)
+    program = _run(_f, x, dev)
+    monkeypatch.undo()
+    (program_run, inputs), = calls
+    assert program_run is program and program.upgrade is not None
+    outs, errors = [], []
+
+    def runs():
+        try:
+            for _ in range(UPGRADE_AT):
+                outs.append(np.asarray(executor.execute(program, inputs)[0]))
+        except Exception as e:  # (reported below: a thread's exception is otherwise lost)
+            errors.append(e)
+    threads = [threading.Thread(target=runs) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(outs) == 2 * UPGRADE_AT
+    want = _f(x).numpy()
+    for o in outs:
+        np.testing.assert_allclose(o, want, rtol=1e-5, atol=1e-5)
+    assert program.upgrade is None and metrics.counter_value("UpgradeCompile") == 1
