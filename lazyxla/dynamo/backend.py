@@ -162,5 +162,23 @@ def register() -> None:
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
     if "lazyxla" not in _BACKENDS:
         register_backend(name="lazyxla")(lazyxla_backend)
-    for package in ("lazyxla", "jax", "jaxlib", "ml_dtypes"):
+    for package in ("jax", "jaxlib", "ml_dtypes"):
         trace_rules.add(package)
+    _skip_runtime(trace_rules)
+
+
+def _skip_runtime(trace_rules) -> None:
+    """Skip every part of lazyxla but its examples: those are user code (the demo's GPT), which
+    Dynamo must trace. Skipping the whole package made torch.compile of the demo's model run its
+    forward uncompiled, in lazy mode."""
+    import pkgutil
+
+    import lazyxla
+    for module in pkgutil.iter_modules(lazyxla.__path__):
+        if module.name not in USER_CODE:
+            trace_rules.add(f"lazyxla.{module.name}")
+    # (the package's __init__.py: added by name, its whole directory would be skipped)
+    trace_rules.FORCE_SKIP_FILES.add(trace_rules._as_posix_path(lazyxla.__file__))
+
+
+USER_CODE = ("examples",)  # lazyxla's subpackages that Dynamo traces as user code
