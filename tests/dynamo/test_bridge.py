@@ -799,3 +799,27 @@ def test_torch_func_transforms_compile(name, grad_mode, fresh_metrics):
             x = torch.randn(4, 5) + shift
             torch.testing.assert_close(compiled(x.to(D)).cpu(), fn(x))
     assert not metrics.executed_fallback_ops()
+
+
+def test_dynamo_skips_lazyxla_runtime_frames_but_traces_its_examples():
+    """lazyxla's runtime frames are never traced (a kernel's `.item()` traced as user code fails
+    inside JAX); the models in lazyxla.examples are user code, compiled like any other."""
+    from torch._dynamo import trace_rules
+
+    import lazyxla.examples.gpt as gpt
+    from lazyxla.device import dispatch
+    from lazyxla.runtime import executor
+    for module in (lazyxla, dispatch, executor, metrics):
+        assert trace_rules.check_file(module.__file__).skipped, module.__name__
+    assert not trace_rules.check_file(gpt.__file__).skipped
+
+
+def test_example_gpt_compiles_into_one_forward_graph(fresh_metrics):
+    from lazyxla.examples.gpt import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, d_model=16))
+    x = torch.randint(0, 11, (2, 8))
+    want = model(x)
+    got = torch.compile(model.to(D), backend="lazyxla")(x.to(D))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    assert _count("DynamoExtractCompiledGraph") == 1

@@ -21,6 +21,9 @@ def test_demo_quick(tmp_path, capsys):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     rep = json.loads((tmp_path / "report.json").read_text())
     assert rep["fallbacks"] == [] and rep["counters"]["UncachedCompile"] == res["compiles"]
+    # the model runs as torch.compile'd graphs (forward and backward each step), not in lazy mode
+    assert rep["counters"]["DynamoExtractCompiledGraph"] >= 2
+    assert rep["counters"]["RunCachedGraph"] >= 2 * demo.QUICK_STEPS
     # training compiles a fixed set of programs (forward, backward, optimizer step, ...), sampling
     # one more: the count must not grow with the number of steps
     assert 0 < res["compiles"] <= 10, res["compiles"]
