@@ -9,6 +9,7 @@ of aten ops; inference (grad mode off) hands Dynamo's own graph to the bridge di
 from __future__ import annotations
 
 import logging
+import os
 
 import torch
 from torch.fx._lazy_graph_module import _LazyGraphModule
@@ -177,8 +178,11 @@ def _skip_runtime(trace_rules) -> None:
     for module in pkgutil.iter_modules(lazyxla.__path__):
         if module.name not in USER_CODE:
             trace_rules.add(f"lazyxla.{module.name}")
-    # (the package's __init__.py: added by name, its whole directory would be skipped)
-    trace_rules.FORCE_SKIP_FILES.add(trace_rules._as_posix_path(lazyxla.__file__))
+    # (the package's __init__.py: added by name, its whole directory would be skipped; a torch
+    # without this set traces lazyxla.sync() and friends into a graph break inside the runtime)
+    force_skip = getattr(trace_rules, "FORCE_SKIP_FILES", None)
+    if isinstance(force_skip, set):
+        force_skip.add(lazyxla.__file__.replace(os.sep, "/"))
 
 
 USER_CODE = ("examples",)  # lazyxla's subpackages that Dynamo traces as user code
