@@ -70,11 +70,15 @@ def _mutating_kernel(op):
         for name, i, default in defaults:
             if i >= n and name not in fkw:
                 fkw[name] = default
-        flat_targets = []
-        for t in targets:
+        flat_targets, kept = [], None
+        unchanged = low.unchanged(kwargs) if low.unchanged is not None else ()
+        for i, t in zip(positions, targets):
             for x in (t if type(t) in (list, tuple) else (t,)):
                 if isinstance(x, torch.Tensor) and x.device.type != "lazyxla":
                     raise dispatch.device_mismatch(x)
+                if arg_names[i] in unchanged:  # its output is its input: nothing to write
+                    kept = kept or set()
+                    kept.add(len(flat_targets))
                 flat_targets.append(x)
         if overlap_checked:
             watch.roots = view_roots = []
@@ -96,7 +100,9 @@ def _mutating_kernel(op):
         if len(values) != len(flat_targets):
             raise RuntimeError(f"lazyxla: {op} writes {len(flat_targets)} tensors, its functional "
                                f"form {fop} returns {len(values)}")
-        for t, v in zip(flat_targets, values):
+        for k, (t, v) in enumerate(zip(flat_targets, values)):
+            if kept is not None and k in kept:
+                continue
             if not inplace:
                 _write(t, v)
                 continue

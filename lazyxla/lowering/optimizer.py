@@ -145,17 +145,26 @@ def _fused_adam_math(decoupled):
     return low
 
 
+def _unscaled_grads(kwargs) -> set:
+    """The grads come back as they were unless a GradScaler's scale divides them."""
+    return {"grads"} if kwargs.get("grad_scale") is None else set()
+
+
+def _adam_unchanged(kwargs):
+    return _unscaled_grads(kwargs) | (set() if kwargs.get("amsgrad") else {"max_exp_avg_sqs"})
+
+
 register(aten._fused_adamw.default, aten._fused_adamw.tensor_lr,
-         runtime=_HYPER)(_fused_adam_math(decoupled=True))
+         runtime=_HYPER, unchanged=_adam_unchanged)(_fused_adam_math(decoupled=True))
 register(aten._fused_adam.default, aten._fused_adam.tensor_lr,
-         runtime=_HYPER)(_fused_adam_math(decoupled=False))
+         runtime=_HYPER, unchanged=_adam_unchanged)(_fused_adam_math(decoupled=False))
 
 
 # Fused SGD (torch.optim.SGD(fused=True)), as PyTorch's CPU kernel: in the parameter's math type,
 # weight decay added to the grad, the momentum buffer taken from the grad on the first step, the
 # parameter moved by -lr * the update; the grads written back only where unscaled.
 @register(aten._fused_sgd.default, aten._fused_sgd.tensor_lr,
-          runtime=("weight_decay", "momentum", "lr", "dampening"))
+          runtime=("weight_decay", "momentum", "lr", "dampening"), unchanged=_unscaled_grads)
 def _fused_sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening,
                nesterov, maximize, is_first_step, grad_scale=None, found_inf=None):
     outs = ([], [], [])
@@ -204,8 +213,10 @@ def _fused_adagrad_math(returns_steps):
 
 
 _ADAGRAD_HYPER = ("lr", "lr_decay", "weight_decay", "eps")
-register(aten._fused_adagrad.default, runtime=_ADAGRAD_HYPER)(_fused_adagrad_math(True))
-register(aten._fused_adagrad.tensor_lr, runtime=_ADAGRAD_HYPER)(_fused_adagrad_math(False))
+register(aten._fused_adagrad.default, runtime=_ADAGRAD_HYPER,  # (the optimizer advances the steps)
+         unchanged=lambda kwargs: _unscaled_grads(kwargs) | {"state_steps"})(_fused_adagrad_math(True))
+register(aten._fused_adagrad.tensor_lr, runtime=_ADAGRAD_HYPER,
+         unchanged=_unscaled_grads)(_fused_adagrad_math(False))
 
 
 def _like_lists(*lists):

@@ -162,10 +162,10 @@ def check_values(bad, kind) -> None:
 
 class Lowering:
     __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op", "static", "like",
-                 "runtime", "fill")
+                 "runtime", "fill", "unchanged")
 
     def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None, static=False,
-                 like=False, runtime=(), fill=None):
+                 like=False, runtime=(), fill=None, unchanged=None):
         self.op, self.fn, self.meta, self.random, self.view = op, fn, meta, random, view
         self.static = static
         # runtime: names of `float` arguments that are runtime values too (an optimizer's lr,
@@ -177,6 +177,10 @@ class Lowering:
         # fill: the value of every element, whatever the arguments (zeros and empty 0, ones 1):
         # a program of such ops alone is made on the host, with no compile
         self.fill = fill
+        # unchanged(kwargs): names of the lists an in-place form declares written (Tensor(a!)[])
+        # whose outputs are their inputs for these arguments (a fused optimizer's grads without a
+        # GradScaler): the kernel writes nothing back into them, as eager's kernel does not
+        self.unchanged = unchanged
         self.name = str(op) if not isinstance(op, str) else op
         self.scatter = None
         if view:
@@ -187,11 +191,12 @@ class Lowering:
 
 
 def register(*ops, meta=False, random=False, view=False, scatter=None, static=False, like=False,
-             runtime=(), fill=None):
+             runtime=(), fill=None, unchanged=None):
     def deco(fn):
         for op in ops:
             low = Lowering(op, fn, meta=meta, random=random, view=view, scatter=scatter,
-                           static=static, like=like, runtime=runtime, fill=fill)
+                           static=static, like=like, runtime=runtime, fill=fill,
+                           unchanged=unchanged)
             (VIEWS if view else LOWERINGS)[op] = low
         return fn
     return deco

@@ -205,3 +205,60 @@ def test_fused_sgd_and_adagrad_match_the_cpu_kernels(name, scaled, fresh_metrics
         for g, x in zip(got, lists):
             torch.testing.assert_close(g, x, rtol=0, atol=0)
     assert not metrics.executed_fallback_ops()
+
+
+@pytest.mark.parametrize("name", ["adamw", "adam_amsgrad", "sgd", "adagrad"])
+def test_fused_steps_write_nothing_into_what_they_leave_as_it_was(name, fresh_metrics):
+    """Without a GradScaler the fused kernels hand the grads back as they were, and eager's
+    kernels do not write them; nor does Adam without amsgrad write its max_exp_avg_sqs, nor
+    Adagrad its step counts (the optimizer advances them before the call). Nothing is recorded
+    into those tensors (a grad that is a transposed view stays that view of its pending value);
+    what the step does update matches eager."""
+    from lazyxla.ir import buffer as buf
+    torch.manual_seed(4)
+    d = lazyxla.device()
+    ps = [torch.randn(3, 2) for _ in range(2)]
+    gs = [torch.randn(2, 3).t() for _ in range(2)]  # grads as autograd gives a Linear's: views
+    extra = [[torch.rand(3, 2) for _ in range(2)] for _ in range(3)]
+    steps = [torch.tensor(3.0), torch.tensor(3.0)]
+    # unchanged: positions in [params, grads, *extra, steps]; the steps are read-only but for
+    # Adagrad's default form, which declares them written
+    if name.startswith("adam"):
+        amsgrad = name.endswith("amsgrad")
+        kw = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.01, eps=1e-8, amsgrad=amsgrad,
+                  maximize=False)
+        if not amsgrad:
+            extra[2] = []  # (eager's kernel requires an empty max_exp_avg_sqs then)
+        call = lambda p, g, e, s: torch._fused_adam_(p, g, *e, s, **kw)  # noqa: E731
+        unchanged = [1, 5]
+    elif name == "sgd":
+        kw = dict(weight_decay=0.01, momentum=0.9, lr=0.1, dampening=0.0, nesterov=False,
+                  maximize=False, is_first_step=False)
+        extra = extra[:1]
+        call = lambda p, g, e, s: torch._fused_sgd_(p, g, *e, **kw)  # noqa: E731
+        unchanged = [1, 3]
+    else:
+        kw = dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, eps=1e-10, maximize=False)
+        extra = extra[:1]
+        call = lambda p, g, e, s: torch._fused_adagrad_(p, g, *e, s, **kw)  # noqa: E731
+        unchanged = [1, 3]
+    # (eager's CPU kernels read a grad's memory in storage order whatever its strides, so its
+    # reference gets the grads contiguous; autograd hands it grads laid out as their parameters)
+    cpu = [[x.clone() for x in ps], [x.contiguous() for x in gs],
+           [[x.clone() for x in e] for e in extra], [s.clone() for s in steps]]
+    dev = [[x.to(d) for x in ps], [(g.t().contiguous().to(d)).t() for g in gs],
+           [[x.to(d) for x in e] for e in extra], [s.to(d) for s in steps]]
+    dev[1] = [g * 1.0 for g in dev[1]]  # pending values, as backward leaves them
+    lists = lambda xs: [xs[0], xs[1], *xs[2], xs[3]]  # noqa: E731
+    assert len(lists(dev)) == (6 if name.startswith("adam") else 4)
+    before = [[buf.state_of(t).read() for t in ts] for ts in lists(dev)]
+    call(*cpu)
+    call(*dev)
+    for k, (ts, nodes) in enumerate(zip(lists(dev), before)):
+        if k in unchanged:
+            assert all(buf.state_of(t).read() is n for t, n in zip(ts, nodes)), k
+        else:
+            assert not any(buf.state_of(t).read() is n for t, n in zip(ts, nodes)), k
+    for ts, want in zip(lists(dev), lists(cpu)):
+        torch.testing.assert_close([t.cpu() for t in ts], want, rtol=1e-5, atol=1e-6)
+    assert not metrics.executed_fallback_ops()
