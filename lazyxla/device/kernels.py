@@ -95,7 +95,9 @@ def _mutating_kernel(op):
             watch.on = False
         if overlap_checked and view_roots:  # a view was read, or is written
             watch.roots = []
-            overlap.check(flat_targets, args, kwargs, view_roots)
+            overlap.check(flat_targets if kept is None else
+                          [t for k, t in enumerate(flat_targets) if k not in kept],
+                          args, kwargs, view_roots)
         values = dispatch.output_nodes(node, spec)
         if len(values) != len(flat_targets):
             raise RuntimeError(f"lazyxla: {op} writes {len(flat_targets)} tensors, its functional "
