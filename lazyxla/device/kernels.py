@@ -73,13 +73,13 @@ def _mutating_kernel(op):
         flat_targets, kept = [], None
         unchanged = low.unchanged(kwargs) if low.unchanged is not None else ()
         for i, t in zip(positions, targets):
-            for x in (t if type(t) in (list, tuple) else (t,)):
+            xs = t if type(t) in (list, tuple) else (t,)
+            for x in xs:
                 if isinstance(x, torch.Tensor) and x.device.type != "lazyxla":
                     raise dispatch.device_mismatch(x)
-                if arg_names[i] in unchanged:  # its output is its input: nothing to write
-                    kept = kept or set()
-                    kept.add(len(flat_targets))
-                flat_targets.append(x)
+            if arg_names[i] in unchanged:  # its outputs are its inputs: nothing to write
+                kept = (kept or set()) | set(range(len(flat_targets), len(flat_targets) + len(xs)))
+            flat_targets.extend(xs)
         if overlap_checked:
             watch.roots = view_roots = []
             watch.on = True

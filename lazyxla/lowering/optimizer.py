@@ -213,8 +213,16 @@ def _fused_adagrad_math(returns_steps):
 
 
 _ADAGRAD_HYPER = ("lr", "lr_decay", "weight_decay", "eps")
-register(aten._fused_adagrad.default, runtime=_ADAGRAD_HYPER,  # (the optimizer advances the steps)
-         unchanged=lambda kwargs: _unscaled_grads(kwargs) | {"state_steps"})(_fused_adagrad_math(True))
+
+
+def _adagrad_unchanged(kwargs):
+    """The default form declares the step counts written too; the optimizer advances them before
+    the call, and the kernel hands them back as they were."""
+    return _unscaled_grads(kwargs) | {"state_steps"}
+
+
+register(aten._fused_adagrad.default, runtime=_ADAGRAD_HYPER,
+         unchanged=_adagrad_unchanged)(_fused_adagrad_math(True))
 register(aten._fused_adagrad.tensor_lr, runtime=_ADAGRAD_HYPER,
          unchanged=_unscaled_grads)(_fused_adagrad_math(False))
 
