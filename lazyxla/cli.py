@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
     r.set_defaults(fn=_cmd_report)
     o = sub.add_parser("ops", help="run PyTorch's OpInfo database on the device and regenerate "
-                                   "docs/op-coverage.md (lazyxla/opinfo.py)")
+                                   "docs/op-coverage.md (lazyxla/opinfo/)")
     o.add_argument("--full", action="store_true", help="all samples and dtypes (default: fast mode)")
     o.add_argument("--only", metavar="REGEX", help="only OpInfos whose name[.variant] matches")
     o.add_argument("--output", default=None, help="coverage report path (default: the checkout's "
