@@ -172,6 +172,17 @@ def clear_scalar_cache() -> None:
     _SCALARS.clear()
 
 
+def relayout(array, have, want):
+    """A device array that holds a value transposed by perm `have` (None: as the value), held
+    transposed by `want` instead (ir/node.py: Node.perm)."""
+    if have == want:
+        return array
+    with x64(True):  # (a transpose keeps its dtype; 64-bit ones too)
+        if have is not None:
+            array = jax.numpy.transpose(array, tuple(np.argsort(have).tolist()))
+        return array if want is None else jax.numpy.transpose(array, want)
+
+
 def put_array(a: np.ndarray) -> jax.Array:
     """A numpy array on the default device, which becomes its owner (`a` must not change after)."""
     global _target

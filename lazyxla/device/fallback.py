@@ -14,7 +14,7 @@ from lazyxla import metrics
 from lazyxla.ir import buffer as buf
 from lazyxla.ir import meta
 from lazyxla.ir.node import data_node
-from lazyxla.jaxenv import supports_dtype, to_device, to_host
+from lazyxla.jaxenv import relayout, supports_dtype, to_device, to_host
 from lazyxla.runtime import executor
 from . import dispatch
 from .decompositions import DECOMPOSITIONS
@@ -57,10 +57,11 @@ def device_value(t: torch.Tensor):
     st = buf.state_of(t)
     if st.root is st:
         materialize([t])
-        return st.read().data
+        node = st.read()
+        return relayout(node.data, node.perm, None)
     tmp = buf.Buffer(st.read())  # a view: its root and the view's own value in one program
     executor.sync_isolating([st.root, tmp])
-    return tmp.node.data
+    return tmp.node.data  # (a program's result: as the value)
 
 
 def to_cpu(t: torch.Tensor) -> torch.Tensor:

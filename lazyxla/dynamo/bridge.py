@@ -150,7 +150,11 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
                 roots.append(node)
             mut_slots.append((j, roots.index(node), tuple(node.shape), node.dtype))
         if roots:
-            graph = cut(roots)
+            # A computed output may come back as the program computed it (a channels-last
+            # activation a backward program reads next); an input's new value comes as its value.
+            written = {id(node) for _, node in mutated}
+            graph = cut(roots, frozenset(k for k, node in enumerate(handler.roots)
+                                         if id(node) not in written))
             executor.CACHE.remember(graph.spec)
             if warm_up:
                 executor.executable_for(graph.spec, dynamic)  # warm-up compile: nothing runs
@@ -375,7 +379,7 @@ class Bridge:
         for j, slot, shape, dtype in entry.mutated:  # in-place updates, applied exactly once
             args[j].untyped_storage()._lazyxla.root.write(
                 _Node(DATA, (), None, shape, dtype, data=results[slot]))
-        return _pack(entry, entry.outputs(results, args, fed))
+        return _pack(entry, entry.outputs(results, args, fed, exe.out_perms))
 
 
 def _pack(entry, outs):

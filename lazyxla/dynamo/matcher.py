@@ -22,11 +22,11 @@ import torch
 from lazyxla import metrics
 from lazyxla.device import rng
 from lazyxla.ir import buffer as buf
-from lazyxla.jaxenv import device_scalar
+from lazyxla.jaxenv import device_scalar, relayout
 from lazyxla.runtime import executor
 from lazyxla.runtime.compiler import scalar_layout
 
-ARG, CONST, SEED, CPU, FED = 0, 1, 2, 3, 4
+ARG, CONST, SEED, CPU, FED, ARG_HELD = 0, 1, 2, 3, 4, 5
 _now = time.perf_counter_ns  # (metrics are in nanoseconds, as torch_xla's)
 _DATA, _Buffer = buf.DATA, buf.Buffer
 
@@ -83,8 +83,9 @@ class InputMatcher:
             source = cpu_sources.get(id(p))
             if i in rngs:
                 plan.append((SEED, None))
-            elif id(p) in by_node:
-                plan.append((ARG, by_node[id(p)]))
+            elif id(p) in by_node:  # (held transposed when traced: the program takes it so)
+                plan.append((ARG, by_node[id(p)]) if p.perm is None else
+                            (ARG_HELD, (by_node[id(p)], p.perm)))
             elif source is not None and type(source[1]) is int:  # computed on every call
                 plan.append((FED, source[1]))
             elif source is not None and id(source[1]) in cpu_args:  # read again on every call
@@ -103,7 +104,8 @@ class InputMatcher:
         self.views = {j: sig for j, sig, _ in traced if sig}
         self.shared = tuple((j, j0) for j, _, j0 in traced if j0 != j)
         self.distinct = mutates
-        self.tensor_positions = sorted({j for kind, j in plan if kind == ARG})
+        self.tensor_positions = sorted({j if kind == ARG else j[0] for kind, j in plan
+                                        if kind == ARG or kind == ARG_HELD})
 
     def __call__(self, args, fed=()) -> list:
         """fed: this call's values of the numbers the bridge feeds (input_items.py)."""
@@ -120,7 +122,15 @@ class InputMatcher:
                 root = root_of(args[v].untyped_storage()._lazyxla)
                 if root.node.op is not _DATA:
                     self.sync_inputs(args)
-                feed.append(root.node.data)
+                node = root.node
+                feed.append(node.data if node.perm is None else relayout(node.data, node.perm, None))
+            elif kind == ARG_HELD:  # device data the program takes transposed by `perm`
+                j, perm = v
+                root = root_of(args[j].untyped_storage()._lazyxla)
+                if root.node.op is not _DATA:
+                    self.sync_inputs(args)
+                node = root.node
+                feed.append(relayout(node.data, node.perm, perm))
             elif kind == CONST:
                 feed.append(v)
             elif kind == CPU:  # a 0-dim CPU tensor's current value (a step count: new every

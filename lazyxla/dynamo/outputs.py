@@ -14,7 +14,8 @@ import torch
 from lazyxla.device import dispatch
 from lazyxla.ir import buffer as buf
 from lazyxla.ir import meta
-from lazyxla.ir.node import DATA, Node
+from lazyxla.ir.node import DATA, Node, data_node
+from lazyxla.jaxenv import relayout
 
 SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED = range(9)
 
@@ -65,7 +66,8 @@ class OutputHandler:
                     chain = st.chain if type(st) is buf.View else None
                     recipe.append((SHARED, (group_of[id(st.root)], chain, tuple(o.shape), o.dtype, _geometry(o))))
                 elif node.op is DATA and id(node) not in input_data:
-                    recipe.append((CONST, (node.data, o.dtype, meta.dense_layout(o))))
+                    recipe.append((CONST, (relayout(node.data, node.perm, None), o.dtype,
+                                           meta.dense_layout(o))))
                 else:
                     recipe.append((SLOT, (slot(node), tuple(o.shape), o.dtype, meta.dense_layout(o))))
         self.recipe, self.roots, self.groups = recipe, roots, tuple(groups)
@@ -74,16 +76,17 @@ class OutputHandler:
         self.slots_only = tuple(v[:3] for _, v in recipe) if all(
             k == SLOT and v[3] is None for k, v in recipe) else None
 
-    def __call__(self, results, args, fed=()):
-        """fed: this call's values of the numbers the bridge feeds."""
-        if self.slots_only is not None:
+    def __call__(self, results, args, fed=(), perms=None):
+        """fed: this call's values of the numbers the bridge feeds; perms: None, or the layout
+        each result is held in (compiler.Program.out_perms)."""
+        if self.slots_only is not None and perms is None:
             return [_new_tensor(_Buffer(_Node(DATA, (), None, shape, dtype, data=results[i])), shape, dtype)
                     for i, shape, dtype in self.slots_only]
         out, shared = [], [None] * len(self.groups)
         for kind, v in self.recipe:
             if kind == SLOT:
                 i, shape, dtype, layout = v
-                out.append(buf.wrap_node(_data(results[i], dtype), layout))
+                out.append(buf.wrap_node(_data(results[i], dtype, perms and perms[i]), layout))
             elif kind == INPUT:
                 out.append(args[v])
             elif kind == DUP:
@@ -99,7 +102,8 @@ class OutputHandler:
                 b = shared[g]
                 if b is None:
                     (gk, gv), layout = self.groups[g]
-                    b = shared[g] = buf.Buffer(gv if gk == CONST else _data(results[gv[0]], gv[1]))
+                    b = shared[g] = buf.Buffer(gv if gk == CONST else
+                                               _data(results[gv[0]], gv[1], perms and perms[gv[0]]))
                     b.layout = layout
                 out.append(_tensor(b if chain is None else buf.View(b, chain), shape, dtype, geometry))
             elif kind == INPUT_VIEW:  # the matcher checked that the input is the view it was
@@ -145,8 +149,9 @@ def _tensor(state, shape, dtype, geometry):
     return buf.new_strided_tensor(state, shape, dtype, *geometry)
 
 
-def _data(array, dtype):
-    return _Node(DATA, (), None, tuple(array.shape), dtype, data=array)
+def _data(array, dtype, perm=None):
+    return _Node(DATA, (), None, tuple(array.shape), dtype, data=array) if perm is None else \
+        data_node(array, dtype, perm)
 
 
 _Node, _Buffer, _new_tensor = Node, buf.Buffer, buf.new_tensor

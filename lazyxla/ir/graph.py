@@ -17,15 +17,20 @@ from .node import DATA, SCALAR, Node
 
 class GraphSpec:
     """entries[i] is ('param', shape, dtype) or (lowering, input indices, attrs, shape, dtype);
-    outputs are entry indices."""
+    outputs are entry indices. param_perms: {parameter index: perm} of the parameters fed as
+    device data held transposed (Node.perm); free_outputs: the positions in `outputs` the program
+    may hand back in the layout it computed them in (runtime/channels_last.py)."""
     __slots__ = ("entries", "outputs", "n_params", "key", "hash", "rng_params", "scalar_params",
-                 "n_ops")
+                 "n_ops", "param_perms", "free_outputs")
 
-    def __init__(self, entries, outputs, n_params, key, hash_, rng_params, scalar_params):
+    def __init__(self, entries, outputs, n_params, key, hash_, rng_params, scalar_params,
+                 param_perms=None, free_outputs=frozenset()):
         self.entries, self.outputs, self.n_params = entries, outputs, n_params
         self.key, self.hash, self.rng_params = key, hash_, rng_params
         self.scalar_params = scalar_params
         self.n_ops = len(entries) - n_params
+        self.param_perms = param_perms or {}
+        self.free_outputs = free_outputs
 
     def text(self) -> str:
         """Readable IR, one line per node."""
@@ -78,8 +83,9 @@ _MAX_STRUCTURES = 4096
 _epoch = 0  # cuts so far: a node whose `mark` is the current epoch was visited by this cut
 
 
-def cut(roots: list[Node]) -> Graph:
-    """Roots must be distinct, non-leaf nodes."""
+def cut(roots: list[Node], free_outputs=frozenset()) -> Graph:
+    """Roots must be distinct, non-leaf nodes. free_outputs: positions in `roots` whose values the
+    program may hand back in the layout it computed them in (GraphSpec.free_outputs)."""
     global _epoch
     _epoch += 1
     done, expanding = _epoch, -_epoch  # node.mark values: visited / inputs being visited
@@ -119,14 +125,14 @@ def cut(roots: list[Node]) -> Graph:
         ops.append((node.op, tuple([x.pos for x in node.inputs]),
                     k if k is not None else repr(node.attrs), node.shape, node.dtype))
     outputs = [r.pos for r in roots]
-    structure = (tuple([(p.op is SCALAR, p.rng, p.shape, p.dtype) for p in params]), tuple(ops),
-                 tuple(outputs))
+    structure = (tuple([(p.op is SCALAR, p.rng, p.shape, p.dtype, p.perm) for p in params]),
+                 tuple(ops), tuple(outputs), free_outputs)
     try:
         spec = _BY_STRUCTURE.get(structure)
     except TypeError:  # an unhashable attribute: the canonical text alone keys this graph
         spec, structure = None, None
     if spec is None:
-        spec = _make_spec(params, order, ops, outputs)
+        spec = _make_spec(params, order, ops, outputs, free_outputs)
         if structure is not None:
             if len(_BY_STRUCTURE) >= _MAX_STRUCTURES:
                 _BY_STRUCTURE.clear()
@@ -134,19 +140,24 @@ def cut(roots: list[Node]) -> Graph:
     return Graph(spec, params, roots, done)
 
 
-def _make_spec(params, order, ops, outputs) -> GraphSpec:
-    entries, keyparts, rng_params = [], [], []
+def _make_spec(params, order, ops, outputs, free_outputs) -> GraphSpec:
+    entries, keyparts, rng_params, perms = [], [], [], {}
     for i, p in enumerate(params):
         kind = "S" if p.op is SCALAR else "P"
         entries.append(("param", p.shape, p.dtype))
-        keyparts.append(f"{kind}{p.shape}{p.dtype}")
+        keyparts.append(f"{kind}{p.shape}{p.dtype}" + (f"~{p.perm}" if p.perm is not None else ""))
         if p.rng:
             rng_params.append(i)
+        if p.perm is not None:
+            perms[i] = p.perm
     text_ops = []
     for node, (_, ins, _, _, _) in zip(order, ops):
         entries.append((node.op, ins, node.attrs, node.shape, node.dtype))
         # shape and dtype too: a node with no inputs (ones_like) gets them from nowhere else
         text_ops.append((node.op.name, ins, node.attrs, node.shape, node.dtype))
     key = ";".join(keyparts) + repr(text_ops) + f"->{outputs}"  # one repr: the structure, in C
+    if free_outputs:
+        key += f" free{sorted(free_outputs)}"
     scalars = frozenset(i for i, p in enumerate(params) if p.op is SCALAR)
-    return GraphSpec(entries, outputs, len(params), key, strong_hash(key), tuple(rng_params), scalars)
+    return GraphSpec(entries, outputs, len(params), key, strong_hash(key), tuple(rng_params), scalars,
+                     perms, frozenset(free_outputs))

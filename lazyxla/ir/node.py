@@ -14,7 +14,7 @@ SCALAR = "scalar"
 
 class Node:
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "data", "rng", "key", "mark", "pos",
-                 "__weakref__")
+                 "perm", "__weakref__")
 
     def __init__(self, op, inputs, attrs, shape, dtype, data=None, rng=False, key=None):
         self.op = op          # Lowering (op node), DATA or SCALAR
@@ -27,6 +27,9 @@ class Node:
         self.shape = shape    # tuple[int, ...] or None for a multi-output node
         self.dtype = dtype    # torch.dtype, or tuple of (shape, dtype) for a multi-output node
         self.data = data      # DATA: jax.Array; SCALAR: the value fed at execution
+        # DATA: None, or the physical layout `data` holds: data == transpose(value, perm), with
+        # `shape` the value's (a channels-last activation a program handed on as it held it)
+        self.perm = None
         self.rng = rng        # SCALAR: True when the value is an RNG seed (refreshed per replay)
         self.mark = 0         # graph.cut's bookkeeping: the cut that last visited this node, and
         self.pos = 0          # the node's position in that cut's program
@@ -35,17 +38,40 @@ class Node:
     def is_leaf(self) -> bool:
         return self.op is DATA or self.op is SCALAR
 
-    def become_data(self, array) -> None:
+    def become_data(self, array, perm=None) -> None:
         """Replace a computed node by its value, so graphs that share it reuse the result."""
-        self.op, self.inputs, self.attrs, self.data = DATA, (), None, array
+        self.op, self.inputs, self.attrs, self.data, self.perm = DATA, (), None, array, perm
 
     def __repr__(self):
         name = self.op if isinstance(self.op, str) else self.op.name
         return f"Node({name}, {self.shape}, {self.dtype})"
 
 
-def data_node(array, dtype: torch.dtype) -> Node:
-    return Node(DATA, (), None, tuple(array.shape), dtype, data=array)
+def data_node(array, dtype: torch.dtype, perm=None) -> Node:
+    """Device data; `perm`: the array holds the value transposed so (its shape is permuted)."""
+    node = Node(DATA, (), None, tuple(array.shape) if perm is None else logical_shape(array.shape, perm),
+                dtype, data=array)
+    node.perm = perm
+    return node
+
+
+def logical_shape(physical_shape, perm) -> tuple:
+    """The value's shape of an array that holds it transposed by `perm`."""
+    shape = [0] * len(perm)
+    for i, d in enumerate(perm):
+        shape[d] = physical_shape[i]
+    return tuple(shape)
+
+
+def physical_shape(shape, perm) -> tuple:
+    return tuple(shape[d] for d in perm)
+
+
+def inverse_perm(perm) -> tuple:
+    inv = [0] * len(perm)
+    for i, d in enumerate(perm):
+        inv[d] = i
+    return tuple(inv)
 
 
 _SCALAR_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}

@@ -20,6 +20,7 @@ from jax import lax
 from jax._src import core
 
 from lazyxla.envflags import flag
+from lazyxla.ir.node import inverse_perm
 
 # Primitives that apply per element to operands of one shape (or rank-0 ones): any layout works.
 _ELEMENTWISE = frozenset("""
@@ -47,8 +48,11 @@ def applies(spec) -> bool:
     return any(e[0].name in _CONV_OPS for e in spec.entries[spec.n_params:])  # (lowerings' names)
 
 
-def channels_last(fn):
-    """`fn` (a function of arrays, traced by jax.jit) computed with channels-last convolutions."""
+def channels_last(fn, free=frozenset(), out_perms: list | None = None):
+    """`fn` (a function of arrays, traced by jax.jit) computed with channels-last convolutions.
+    The outputs at positions in `free` come back in the layout they were computed in (no final
+    transpose: the program that reads them next takes them so); tracing fills `out_perms` with
+    each output's (None: logical)."""
     def program(*args):
         closed = jax.make_jaxpr(fn)(*args)
         keep = frozenset()
@@ -56,8 +60,13 @@ def channels_last(fn):
             run = _Evaluation(keep)
             outs = run.evaluate(closed.jaxpr, closed.consts, [(a, None, _NONE) for a in args])
             if run.conflicts <= keep:
-                return tuple(_array(v, None) for v in outs)
+                perms = [v[1] if i in free else None for i, v in enumerate(outs)]
+                if out_perms is not None:
+                    out_perms[:] = perms
+                return tuple(_array(v, perm) for v, perm in zip(outs, perms))
             keep |= run.conflicts
+        if out_perms is not None:
+            out_perms[:] = [None] * len(closed.jaxpr.outvars)
         return tuple(core.eval_jaxpr(closed.jaxpr, closed.consts, *args))  # as written
     return program
 
@@ -76,11 +85,7 @@ _NONE = frozenset()
 _CHEAP = frozenset(("cheap",))  # (a distinct object: every empty frozenset is one)
 
 
-def _inverse(perm):
-    inv = [0] * len(perm)
-    for i, a in enumerate(perm):
-        inv[a] = i
-    return tuple(inv)
+_inverse = inverse_perm
 
 
 def _normal(perm):

@@ -11,7 +11,7 @@ import torch
 
 from lazyxla import metrics
 from lazyxla.jaxenv import check_not_forked, device_scalar, np_dtype, x64
-from lazyxla.ir.node import Slot
+from lazyxla.ir.node import Slot, inverse_perm, physical_shape
 from lazyxla.lowering import registry
 from lazyxla.lowering.registry import weak_scalar
 from lazyxla.runtime import channels_last, tiering
@@ -92,11 +92,13 @@ class Program:
     `strict`: each run waits for them and raises (else they are reported at the next read).
     `compiled` is replaced once by the optimized executable when the program was compiled quick
     (tiering.py), so callers look it up at each call."""
-    __slots__ = ("compiled", "feed", "checks", "strict", "upgrade")
+    __slots__ = ("compiled", "feed", "checks", "strict", "upgrade", "out_perms")
 
-    def __init__(self, compiled, feed, checks=(), strict=False, upgrade=None):
+    def __init__(self, compiled, feed, checks=(), strict=False, upgrade=None, out_perms=None):
         self.compiled, self.feed, self.checks, self.strict = compiled, feed, checks, strict
         self.upgrade = upgrade  # a quick compile's tiering.Upgrade, until the optimized one runs
+        # None, or per output: the perm its array holds its value transposed by (Node.perm)
+        self.out_perms = out_perms
 
 
 def scalar_layout(spec):
@@ -119,16 +121,20 @@ def _feeder(spec):
     return feed
 
 
-def build_function(spec, checks: list | None = None):
+def build_function(spec, checks: list | None = None, out_perms: list | None = None):
     """The program as a Python function of its parameters (traced once by jax.jit). With `checks`
     (a list), the lowerings' index and division checks become one more output, a vector of flags;
     tracing fills `checks` with each flag's (op name, kind). A program with convolutions on the CPU
-    backend is evaluated channels-last (channels_last.py)."""
+    backend is evaluated channels-last (channels_last.py); tracing then fills `out_perms` (a list)
+    with the layout each output is handed back in (None: its value's; the spec's free outputs may
+    come transposed). Parameters held transposed (spec.param_perms) are taken so."""
     entries, n_params, outputs = spec.entries, spec.n_params, spec.outputs
-    scalars = spec.scalar_params
+    scalars, perms = spec.scalar_params, spec.param_perms
 
     def program(*params):
         values = [weak_scalar(p) if i in scalars else p for i, p in enumerate(params)]
+        for i, perm in perms.items():  # (the channels-last pass keeps them as they come)
+            values[i] = jnp.transpose(values[i], inverse_perm(perm))
         flags = registry.INDEX_CHECKS = [] if checks is not None else None
         try:
             for e in entries[n_params:]:
@@ -142,12 +148,17 @@ def build_function(spec, checks: list | None = None):
         out = tuple(values[j] for j in outputs)
         return out + (jnp.stack([f for f, _ in flags]),) if flags else out
 
-    return channels_last.channels_last(program) if channels_last.applies(spec) else program
+    if channels_last.applies(spec):
+        return channels_last.channels_last(program, spec.free_outputs, out_perms)
+    return program
 
 
 def param_avals(spec):
-    return [jax.ShapeDtypeStruct(shape, np_dtype(dtype))
-            for _, shape, dtype in spec.entries[:spec.n_params]]
+    """The executable's parameters: a parameter held transposed comes in its physical shape."""
+    perms = spec.param_perms
+    return [jax.ShapeDtypeStruct(shape if i not in perms else physical_shape(shape, perms[i]),
+                                 np_dtype(dtype))
+            for i, (_, shape, dtype) in enumerate(spec.entries[:spec.n_params])]
 
 
 # LLVM's optimization level for XLA's CPU kernels (XLA's default: 3). Measured on the benchmark
@@ -174,24 +185,29 @@ def compile_spec(spec, quick: bool = False) -> Program:
     check_not_forked()
     checked = registry.index_checks_enabled()
     with metrics.timed("CompileTime"), x64(True):
-        lowered, checks = _lower(spec, checked)
+        lowered, checks, out_perms = _lower(spec, checked)
         compiled = lowered.compile(compiler_options=tiering.QUICK_OPTIONS if quick else compile_options())
     upgrade = None
     if quick:  # (lowered again for the upgrade: a kept Lowered held 1.3 MB per dynamic length)
-        upgrade = tiering.Upgrade(functools.partial(_lower_again, spec, checked, checks),
+        upgrade = tiering.Upgrade(functools.partial(_lower_again, spec, checked, checks, out_perms),
                                   compile_options(), spec.hash)
-    return Program(compiled, _feeder(spec), checks, registry.index_checks_mode() == "strict", upgrade)
+    return Program(compiled, _feeder(spec), checks, registry.index_checks_mode() == "strict", upgrade,
+                   out_perms)
 
 
 def _lower(spec, checked: bool):
-    """(jax's Lowered program, the (op name, kind) of its check flags)."""
+    """(jax's Lowered program, the (op name, kind) of its check flags, its outputs' layouts: None
+    where every output comes as its value, else a perm or None per output)."""
     checks = [] if checked else None
-    lowered = jax.jit(build_function(spec, checks)).lower(*param_avals(spec))
-    return lowered, tuple(checks or ())
+    out_perms: list = []
+    lowered = jax.jit(build_function(spec, checks, out_perms)).lower(*param_avals(spec))
+    return lowered, tuple(checks or ()), (tuple(out_perms) if any(out_perms) else None)
 
 
-def _lower_again(spec, checked: bool, checks: tuple):
-    lowered, again = _lower(spec, checked)
-    if again != checks:  # (the optimized program must fill the flags its Program reads)
-        raise LoweringError(f"graph {spec.hash} lowered with other check flags the second time")
+def _lower_again(spec, checked: bool, checks: tuple, out_perms):
+    lowered, again, perms = _lower(spec, checked)
+    if again != checks or perms != out_perms:  # (the optimized program must fill the flags and
+        # hand back the layouts its Program reads)
+        raise LoweringError(f"graph {spec.hash} lowered with other check flags or output layouts "
+                            f"the second time")
     return lowered

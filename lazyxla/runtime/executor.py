@@ -19,9 +19,9 @@ import torch
 from lazyxla import host_malloc, metrics
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import Graph, cut
-from lazyxla.ir.node import DATA, SCALAR, data_node
-from lazyxla.jaxenv import (check_not_forked, clear_scalar_cache, np_dtype, put_array, wait_ready,
-                            x64)
+from lazyxla.ir.node import DATA, SCALAR, data_node, physical_shape
+from lazyxla.jaxenv import (check_not_forked, clear_scalar_cache, np_dtype, put_array, relayout,
+                            wait_ready, x64)
 from lazyxla.lowering import registry
 from .cache import CompilationCache
 from . import tiering
@@ -459,8 +459,9 @@ def warm_up_cache(tensors):
 
 
 def graph_inputs(tensors) -> list:
-    """The program parameters of the graph of `tensors`, in order: device arrays for device data,
-    Python/numpy values for runtime scalars."""
+    """The program parameters of the graph of `tensors`, in order: device arrays for device data
+    (as the program takes them: a channels-last activation that a compiled program handed on
+    transposed stays so), Python/numpy values for runtime scalars."""
     g = cut_tensors(tensors, "graph_inputs")
     return [] if g is None else [p.data for p in g.params]
 
@@ -485,16 +486,19 @@ def _checked_inputs(spec, inputs, h) -> list:
     if len(inputs) != spec.n_params:
         raise ValueError(f"{where} takes {spec.n_params} inputs (in graph_inputs order), got "
                          f"{len(inputs)}")
-    out = []
+    out, perms = [], spec.param_perms
     for i, v in enumerate(inputs):
         _, shape, dtype = spec.entries[i]
+        perm = perms.get(i)
+        if perm is not None:  # (graph_inputs gives it as the program takes it)
+            shape = physical_shape(shape, perm)
         if i in spec.scalar_params:
             if isinstance(v, torch.Tensor) or np.ndim(v) != 0:
                 raise TypeError(f"{where}: input {i} is a runtime scalar ({dtype}), got "
                                 f"{type(v).__name__}")
         else:
             if isinstance(v, torch.Tensor):
-                v = _whole_tensor_data(v, f"{where}: input {i}")
+                v = _whole_tensor_data(v, f"{where}: input {i}", perm)
             got = (tuple(getattr(v, "shape", ())), getattr(v, "dtype", type(v)))
             if got[0] != tuple(shape) or np.dtype(got[1]) != np_dtype(dtype):
                 raise ValueError(f"{where}: input {i} must have shape {tuple(shape)} and dtype "
@@ -503,14 +507,14 @@ def _checked_inputs(spec, inputs, h) -> list:
     return out
 
 
-def _whole_tensor_data(t, where):
+def _whole_tensor_data(t, where, perm=None):
     st = buf.storage_state(t.untyped_storage(), None)
     if st is None or type(st) is not buf.Buffer or t.is_conj() or t.is_neg():
         raise TypeError(f"{where}: pass a device array from graph_inputs or a lazyxla tensor that "
                         f"is not a view (got {'a view' if st is not None else f'a tensor on {t.device}'})")
     if st.node.op is not DATA:
         sync_isolating([st])
-    return st.node.data
+    return relayout(st.node.data, st.node.perm, perm)
 
 
 def _torch_dtype(a):
