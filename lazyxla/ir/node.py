@@ -55,16 +55,14 @@ def data_node(array, dtype: torch.dtype, perm=None) -> Node:
     return node
 
 
-def logical_shape(physical_shape, perm) -> tuple:
-    """The value's shape of an array that holds it transposed by `perm`."""
-    shape = [0] * len(perm)
-    for i, d in enumerate(perm):
-        shape[d] = physical_shape[i]
-    return tuple(shape)
-
-
 def physical_shape(shape, perm) -> tuple:
+    """The shape of an array that holds a value of `shape` transposed by `perm`."""
     return tuple(shape[d] for d in perm)
+
+
+def logical_shape(array_shape, perm) -> tuple:
+    """The value's shape of an array that holds it transposed by `perm`."""
+    return physical_shape(array_shape, inverse_perm(perm))
 
 
 def inverse_perm(perm) -> tuple:

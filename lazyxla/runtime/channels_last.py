@@ -85,9 +85,6 @@ _NONE = frozenset()
 _CHEAP = frozenset(("cheap",))  # (a distinct object: every empty frozenset is one)
 
 
-_inverse = inverse_perm
-
-
 def _normal(perm):
     perm = tuple(perm)
     return None if perm == tuple(range(len(perm))) else perm
@@ -99,7 +96,7 @@ def _array(value, perm):
     if have == perm:
         return x
     if have is not None:
-        x = jnp.transpose(x, _inverse(have))
+        x = jnp.transpose(x, inverse_perm(have))
     return x if perm is None else jnp.transpose(x, perm)
 
 
@@ -208,7 +205,7 @@ def _broadcast(ev, eqn, ins):
 @_rule("transpose")
 def _transpose(ev, eqn, ins):
     (x, had, origins), = ins
-    back = _inverse(eqn.params["permutation"])
+    back = inverse_perm(eqn.params["permutation"])
     perm = _normal(back[a] for a in (had or range(len(back))))
     if perm is None:  # (back to logical: as cheap as it was)
         return [(x, None, origins if origins is _CHEAP else _NONE)]
