@@ -86,7 +86,7 @@ class OutputHandler:
         for kind, v in self.recipe:
             if kind == SLOT:
                 i, shape, dtype, layout = v
-                out.append(buf.wrap_node(_data(results[i], dtype, perms and perms[i]), layout))
+                out.append(buf.wrap_node(data_node(results[i], dtype, perms and perms[i]), layout))
             elif kind == INPUT:
                 out.append(args[v])
             elif kind == DUP:
@@ -103,7 +103,7 @@ class OutputHandler:
                 if b is None:
                     (gk, gv), layout = self.groups[g]
                     b = shared[g] = buf.Buffer(gv if gk == CONST else
-                                               _data(results[gv[0]], gv[1], perms and perms[gv[0]]))
+                                               data_node(results[gv[0]], gv[1], perms and perms[gv[0]]))
                     b.layout = layout
                 out.append(_tensor(b if chain is None else buf.View(b, chain), shape, dtype, geometry))
             elif kind == INPUT_VIEW:  # the matcher checked that the input is the view it was
@@ -111,7 +111,7 @@ class OutputHandler:
                 out.append(_tensor(buf.View(buf.state_of(args[j]).root, chain), shape, dtype, geometry))
             else:
                 array, dtype, layout = v
-                out.append(buf.wrap_node(_data(array, dtype), layout))
+                out.append(buf.wrap_node(data_node(array, dtype), layout))
         return out
 
 
@@ -147,11 +147,6 @@ def _tensor(state, shape, dtype, geometry):
     if geometry is None:
         return buf.new_tensor(state, shape, dtype)
     return buf.new_strided_tensor(state, shape, dtype, *geometry)
-
-
-def _data(array, dtype, perm=None):
-    return _Node(DATA, (), None, tuple(array.shape), dtype, data=array) if perm is None else \
-        data_node(array, dtype, perm)
 
 
 _Node, _Buffer, _new_tensor = Node, buf.Buffer, buf.new_tensor
