@@ -29,7 +29,8 @@ def collect() -> dict:
         "counters": {k: metrics.counter_value(k) or 0 for k in _COUNTERS},
         "times": times,
         "graphs": [{**{k: e[k] for k in ("hash", "ops", "inputs", "outputs", "ms")},
-                    "quick": e.get("quick", False)} for e in metrics.events("compile")],
+                    "quick": e.get("quick", False), "offsets": e.get("offsets", 0)}
+                   for e in metrics.events("compile")],
         "retraces": [{"graph": e["graph"], "cause": e["cause"]} for e in metrics.events("retrace")],
         "partitions": [{"partitions": e["partitions"], "unsupported": e["unsupported"]}
                        for e in metrics.events("partition")],
@@ -56,7 +57,8 @@ def render_text(rep: dict) -> str:
     lines.append(f"graphs compiled ({len(rep['graphs'])}):")
     for g in rep["graphs"][-20:]:
         lines.append(f"  {g['hash'][:12]}  {g['ops']:5d} ops  {g['inputs']:4d} in  {g['outputs']:3d} out  "
-                     f"{g['ms']:8.1f} ms{'  (quick)' if g.get('quick') else ''}")
+                     f"{g['ms']:8.1f} ms{'  (quick)' if g.get('quick') else ''}"
+                     + (f"  ({g['offsets']} varying slice starts fed)" if g.get("offsets") else ""))
     if len(rep["graphs"]) > 20:
         lines.append(f"  ... {len(rep['graphs']) - 20} earlier graphs not shown")
     lines.append(f"retraces ({len(rep['retraces'])}) — why the model recompiled:")

@@ -6,13 +6,20 @@
   - the parameter leaves, in program order, whose current values are the program's inputs.
 The key is the canonical text of the spec; the hash is a 128-bit BLAKE2b of key and versions, so a
 hit never runs a structurally different program (operand order is part of the key).
+
+Graphs that differ only in the starts of slices and selects (ops with `Lowering.offset`) are one
+program once they have varied: the second such graph's spec takes each start that differs from
+the first's as a runtime scalar parameter, which every later cut feeds, so a loop over batches of
+a dataset on the device compiles two programs, not one per batch.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 
-from .node import DATA, SCALAR, Node
+import torch
+
+from .node import DATA, SCALAR, Node, scalar_node
 
 
 class GraphSpec:
@@ -21,16 +28,18 @@ class GraphSpec:
     device data held transposed (Node.perm); free_outputs: the positions in `outputs` the program
     may hand back in the layout it computed them in (runtime/channels_last.py)."""
     __slots__ = ("entries", "outputs", "n_params", "key", "hash", "rng_params", "scalar_params",
-                 "n_ops", "param_perms", "free_outputs")
+                 "n_ops", "param_perms", "free_outputs", "offset_ops")
 
     def __init__(self, entries, outputs, n_params, key, hash_, rng_params, scalar_params,
-                 param_perms=None, free_outputs=frozenset()):
+                 param_perms=None, free_outputs=frozenset(), offset_ops=()):
         self.entries, self.outputs, self.n_params = entries, outputs, n_params
         self.key, self.hash, self.rng_params = key, hash_, rng_params
         self.scalar_params = scalar_params
         self.n_ops = len(entries) - n_params
         self.param_perms = param_perms or {}
         self.free_outputs = free_outputs
+        # positions in the cut's op order of the ops whose starts are the last parameters
+        self.offset_ops = offset_ops
 
     def text(self) -> str:
         """Readable IR, one line per node."""
@@ -78,6 +87,9 @@ def strong_hash(key: str) -> str:
 # spec's canonical text and its BLAKE2b hash, which cost about half of a cut.
 _BY_STRUCTURE: dict = {}
 _MAX_STRUCTURES = 4096
+# The structure with the starts of ops with offsets left out -> (the starts of the first graph
+# seen with it, the positions of the ops whose starts have varied since).
+_BY_ABSTRACT: dict = {}
 
 
 _epoch = 0  # cuts so far: a node whose `mark` is the current epoch was visited by this cut
@@ -132,15 +144,46 @@ def cut(roots: list[Node], free_outputs=frozenset()) -> Graph:
     except TypeError:  # an unhashable attribute: the canonical text alone keys this graph
         spec, structure = None, None
     if spec is None:
-        spec = _make_spec(params, order, ops, outputs, free_outputs)
+        varied = _varied_offsets(structure, order) if structure is not None else ()
+        spec = _make_spec(params, order, ops, outputs, free_outputs, varied)
         if structure is not None:
             if len(_BY_STRUCTURE) >= _MAX_STRUCTURES:
                 _BY_STRUCTURE.clear()
             _BY_STRUCTURE[structure] = spec
+    if spec.offset_ops:  # this graph's starts, fed as the last parameters
+        params = params + [scalar_node(order[k].op.offset(order[k])[0]) for k in spec.offset_ops]
     return Graph(spec, params, roots, done)
 
 
-def _make_spec(params, order, ops, outputs, free_outputs) -> GraphSpec:
+def _varied_offsets(structure, order) -> tuple:
+    """The positions in `order` of the ops whose starts have varied between the graphs seen with
+    this structure but for starts (see the module's doc)."""
+    ops, starts = list(structure[1]), []
+    for k, node in enumerate(order):
+        offset = node.op.offset
+        if offset is not None:
+            start, low, attrs = offset(node)
+            starts.append((k, start))
+            ops[k] = (low, ops[k][1], attrs, ops[k][3], ops[k][4])
+    if not starts:
+        return ()
+    abstract = (structure[0], tuple(ops)) + structure[2:]
+    seen = _BY_ABSTRACT.get(abstract)
+    if seen is None:
+        if len(_BY_ABSTRACT) >= _MAX_STRUCTURES:
+            _BY_ABSTRACT.clear()
+        _BY_ABSTRACT[abstract] = (tuple(s for _, s in starts), ())
+        return ()
+    first, varied = seen
+    now = tuple(sorted(set(varied).union(k for (k, s), s0 in zip(starts, first) if s != s0)))
+    if now != varied:
+        _BY_ABSTRACT[abstract] = (first, now)
+    return now
+
+
+def _make_spec(params, order, ops, outputs, free_outputs, varied=()) -> GraphSpec:
+    """varied: positions in `order` of the ops that take their start as a parameter, one each
+    after the graph's own."""
     entries, keyparts, rng_params, perms = [], [], [], {}
     for i, p in enumerate(params):
         kind = "S" if p.op is SCALAR else "P"
@@ -150,14 +193,27 @@ def _make_spec(params, order, ops, outputs, free_outputs) -> GraphSpec:
             rng_params.append(i)
         if p.perm is not None:
             perms[i] = p.perm
+    n, extra = len(params), len(varied)
+    starts = {k: n + i for i, k in enumerate(varied)}
+    for _ in varied:
+        entries.append(("param", (), torch.int64))
+        keyparts.append(f"S(){torch.int64}")
     text_ops = []
-    for node, (_, ins, _, _, _) in zip(order, ops):
-        entries.append((node.op, ins, node.attrs, node.shape, node.dtype))
+    for k, (node, (_, ins, _, _, _)) in enumerate(zip(order, ops)):
+        op, attrs = node.op, node.attrs
+        if extra:
+            ins = tuple([j if j < n else j + extra for j in ins])
+            if k in starts:
+                _, op, attrs = op.offset(node)
+                ins += (starts[k],)
+        entries.append((op, ins, attrs, node.shape, node.dtype))
         # shape and dtype too: a node with no inputs (ones_like) gets them from nowhere else
-        text_ops.append((node.op.name, ins, node.attrs, node.shape, node.dtype))
+        text_ops.append((op.name, ins, attrs, node.shape, node.dtype))
+    if extra:
+        outputs = [j if j < n else j + extra for j in outputs]
     key = ";".join(keyparts) + repr(text_ops) + f"->{outputs}"  # one repr: the structure, in C
     if free_outputs:
         key += f" free{sorted(free_outputs)}"
-    scalars = frozenset(i for i, p in enumerate(params) if p.op is SCALAR)
-    return GraphSpec(entries, outputs, len(params), key, strong_hash(key), tuple(rng_params), scalars,
-                     perms, frozenset(free_outputs))
+    scalars = frozenset([i for i, p in enumerate(params) if p.op is SCALAR] + list(starts.values()))
+    return GraphSpec(entries, outputs, n + extra, key, strong_hash(key), tuple(rng_params), scalars,
+                     perms, frozenset(free_outputs), varied)

@@ -162,7 +162,7 @@ def check_values(bad, kind) -> None:
 
 class Lowering:
     __slots__ = ("name", "fn", "meta", "random", "view", "scatter", "op", "static", "like",
-                 "runtime", "fill", "unchanged")
+                 "runtime", "fill", "unchanged", "offset")
 
     def __init__(self, op, fn, meta=False, random=False, view=False, scatter=None, static=False,
                  like=False, runtime=(), fill=None, unchanged=None):
@@ -182,6 +182,9 @@ class Lowering:
         # GradScaler): the kernel writes nothing back into them, as eager's kernel does not
         self.unchanged = unchanged
         self.name = str(op) if not isinstance(op, str) else op
+        # offset(node) -> (start, Lowering, attrs) or None: the same view (or its write) of a node
+        # of this op with its start as the node's last input, a runtime scalar (ir/graph.py)
+        self.offset = None
         self.scatter = None
         if view:
             self.scatter = Lowering(f"scatter:{self.name}", scatter or _derived_scatter(fn), meta=True)

@@ -13,7 +13,7 @@ from jax import lax
 from lazyxla.jaxenv import np_dtype
 from . import views
 from .exact_arith import Arith, linspace as exact_linspace
-from .registry import SORTER_RANGE, aten, check_index, register
+from .registry import LOWERINGS, SORTER_RANGE, aten, check_index, register
 
 
 def _norm(d, n):
@@ -167,6 +167,28 @@ def select_backward(grad, input_sizes, dim, index, _meta=None):
     shape, dtype = _out(_meta)
     return _select_set(jnp.zeros(shape, dtype), grad, dim, index)
 
+
+def _dynamic_slice_backward(grad, start, dim, length, step, _meta):
+    shape, dtype = _out(_meta)
+    return views._dynamic_slice_scatter(jnp.zeros(shape, dtype), grad, start, dim, length, step)
+
+
+def _dynamic_select_backward(grad, index, dim, _meta):
+    shape, dtype = _out(_meta)
+    return views._dynamic_select_scatter(jnp.zeros(shape, dtype), grad, index, dim)
+
+
+# their starts as runtime scalars where they vary (views.dynamic_offset, ir/graph.py)
+views.dynamic_offset(LOWERINGS[aten.slice_scatter.default], views._slice_offset,
+                     views._dynamic_slice_scatter, 2)
+views.dynamic_offset(LOWERINGS[aten.select_scatter.default], views._select_offset,
+                     views._dynamic_select_scatter, 2)
+views.dynamic_offset(LOWERINGS[aten.slice_backward.default],
+                     lambda shape, _sizes, *args: views._slice_offset(shape, *args),
+                     _dynamic_slice_backward, 1, meta=True, output_base=True)
+views.dynamic_offset(LOWERINGS[aten.select_backward.default],
+                     lambda shape, _sizes, *args: views._select_offset(shape, *args),
+                     _dynamic_select_backward, 1, meta=True, output_base=True)
 
 _diag_set = _scatter_through(views.diagonal)
 

@@ -8,7 +8,8 @@ import numpy as np
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
-from .registry import aten, overlapping_scatter, register
+from lazyxla.ir.node import Slot
+from .registry import VIEWS, Lowering, aten, overlapping_scatter, register
 
 
 def _norm(d, n):
@@ -113,14 +114,61 @@ def _slice_bounds(n, start, end, step):
     return start, max(end, start), step
 
 
-@register(aten.slice.Tensor, view=True)
+def _slice_offset(shape, dim=0, start=None, end=None, step=1):
+    """(start, (dim, length, step)) of a slice of a value of `shape`, bounds as Python's."""
+    dim = _norm(dim, len(shape))
+    s, e, st = _slice_bounds(shape[dim], start, end, step)
+    return s, (dim, len(range(s, e, st)), st)
+
+
+def _dynamic_slice(x, start, dim, length, step):
+    """x's elements start, start + step, ... (length of them) along dim; start may be traced."""
+    span = (length - 1) * step + 1 if length else 0
+    out = lax.dynamic_slice_in_dim(x, start, span, axis=dim)
+    return out if step == 1 else lax.slice_in_dim(out, 0, span, step, axis=dim)
+
+
+def _dynamic_slice_scatter(base, value, start, dim, length, step, _meta=None):
+    """`value` written where _dynamic_slice reads: one contiguous update, not a scatter of every
+    element."""
+    value = value.astype(base.dtype)
+    if step != 1 and length:
+        region = lax.dynamic_slice_in_dim(base, start, (length - 1) * step + 1, axis=dim)
+        value = region.at[(slice(None),) * dim + (slice(None, None, step),)].set(value)
+    return lax.dynamic_update_slice_in_dim(base, value, start, axis=dim)
+
+
+def _slice_scatter(base, value, *args, _meta, **kwargs):
+    start, static = _slice_offset(base.shape, *args, **kwargs)
+    return _dynamic_slice_scatter(base, value, start, *static)
+
+
+@register(aten.slice.Tensor, view=True, scatter=_slice_scatter)
 def slice_(x, dim=0, start=None, end=None, step=1):
     dim = _norm(dim, x.ndim)
     s, e, st = _slice_bounds(x.shape[dim], start, end, step)
     return lax.slice_in_dim(x, s, e, st, axis=dim)
 
 
-@register(aten.select.int, view=True)
+def _select_offset(shape, dim, index):
+    dim = _norm(dim, len(shape))
+    return (index + shape[dim] if index < 0 else index), (dim,)
+
+
+def _dynamic_select(x, index, dim):
+    return lax.dynamic_index_in_dim(x, index, axis=dim, keepdims=False)
+
+
+def _dynamic_select_scatter(base, value, index, dim, _meta=None):
+    return lax.dynamic_update_index_in_dim(base, value.astype(base.dtype), index, axis=dim)
+
+
+def _select_scatter(base, value, dim, index, _meta):
+    index, (dim,) = _select_offset(base.shape, dim, index)
+    return _dynamic_select_scatter(base, value, index, dim)
+
+
+@register(aten.select.int, view=True, scatter=_select_scatter)
 def select(x, dim, index):
     dim = _norm(dim, x.ndim)
     index = index + x.shape[dim] if index < 0 else index
@@ -166,7 +214,17 @@ def view_as_real(x):
     return jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)
 
 
-@register(aten.narrow.default, view=True)
+def _narrow_offset(shape, dim, start, length):
+    dim = _norm(dim, len(shape))
+    return (start + shape[dim] if start < 0 else start), (dim, length, 1)
+
+
+def _narrow_scatter(base, value, dim, start, length, _meta):
+    start, static = _narrow_offset(base.shape, dim, start, length)
+    return _dynamic_slice_scatter(base, value, start, *static)
+
+
+@register(aten.narrow.default, view=True, scatter=_narrow_scatter)
 def narrow(x, dim, start, length):
     dim = _norm(dim, x.ndim)
     start = start + x.shape[dim] if start < 0 else start
@@ -207,3 +265,35 @@ def _bitcast(x, want):
 def view_dtype(x, dtype):
     """Tensor.view(dtype): the same bytes read as another dtype, not a conversion."""
     return _bitcast(x, np_dtype(dtype))
+
+
+# Offsets as runtime scalars. Programs that differ only in where they slice (a batch loop over a
+# dataset on the device, a write at this step's position of a buffer) share one program, with each
+# differing start fed at every run (ir/graph.py decides which). The host still computes the
+# start, Python-style (negative, clamped), and the length, which stays part of the program.
+
+def dynamic_offset(low, params, fn, n_data, meta=False, output_base=False):
+    """Sets low.offset: a node of `low` whose first n_data inputs are tensors gives its start
+    and (by `params`, from the base's shape and the node's other arguments) the rest of the
+    arguments of `fn(*tensors, start, *rest)`, the same op with the start traced. The base is the
+    first input, or the output (`output_base`: a backward that makes the base)."""
+    slots = tuple(Slot(i) for i in range(n_data + 1))  # the start is the node's last input
+    dynamic = Lowering(f"dynamic:{low.name}", fn, meta=meta)
+
+    def offset(node):
+        args, kwargs = node.attrs
+        shape = node.shape if output_base else node.inputs[0].shape
+        start, rest = params(shape, *args[n_data:], **dict(kwargs))
+        return start, dynamic, (slots + rest, ())
+    low.offset = offset
+
+
+def _dynamic(op, params, read, write):
+    low = VIEWS[op]
+    dynamic_offset(low, params, read, 1)
+    dynamic_offset(low.scatter, params, write, 2, meta=True)
+
+
+_dynamic(aten.slice.Tensor, _slice_offset, _dynamic_slice, _dynamic_slice_scatter)
+_dynamic(aten.narrow.default, _narrow_offset, _dynamic_slice, _dynamic_slice_scatter)
+_dynamic(aten.select.int, _select_offset, _dynamic_select, _dynamic_select_scatter)

@@ -68,7 +68,8 @@ def executable_for(spec, shape_variant: bool = False):
     exe = compile_spec(spec, quick)
     seconds = time.perf_counter() - t0
     metrics.record_event("compile", hash=spec.hash, ops=spec.n_ops, inputs=spec.n_params,
-                         outputs=len(spec.outputs), ms=round(seconds * 1e3, 2), quick=quick)
+                         outputs=len(spec.outputs), ms=round(seconds * 1e3, 2), quick=quick,
+                         offsets=len(spec.offset_ops))
     for fn in _compile_listeners:
         fn(spec, seconds)
     CACHE.put(spec.hash, exe, spec)
