@@ -88,7 +88,8 @@ def strong_hash(key: str) -> str:
 _BY_STRUCTURE: dict = {}
 _MAX_STRUCTURES = 4096
 # The structure with the starts of ops with offsets left out -> (the starts of the first graph
-# seen with it, the positions of the ops whose starts have varied since).
+# seen with it, the positions of the ops whose starts have varied since, the spec that takes
+# those as parameters).
 _BY_ABSTRACT: dict = {}
 
 
@@ -144,20 +145,22 @@ def cut(roots: list[Node], free_outputs=frozenset()) -> Graph:
     except TypeError:  # an unhashable attribute: the canonical text alone keys this graph
         spec, structure = None, None
     if spec is None:
-        varied = _varied_offsets(structure, order) if structure is not None else ()
-        spec = _make_spec(params, order, ops, outputs, free_outputs, varied)
-        if structure is not None:
-            if len(_BY_STRUCTURE) >= _MAX_STRUCTURES:
-                _BY_STRUCTURE.clear()
-            _BY_STRUCTURE[structure] = spec
+        spec = _shared_spec(structure, params, order, outputs, free_outputs) \
+            if structure is not None else None
+        if spec is None:  # (a shared spec is not kept by structure: each start would add one)
+            spec = _make_spec(params, order, ops, outputs, free_outputs)
+            if structure is not None:
+                if len(_BY_STRUCTURE) >= _MAX_STRUCTURES:
+                    _BY_STRUCTURE.clear()
+                _BY_STRUCTURE[structure] = spec
     if spec.offset_ops:  # this graph's starts, fed as the last parameters
         params = params + [scalar_node(order[k].op.offset(order[k])[0]) for k in spec.offset_ops]
     return Graph(spec, params, roots, done)
 
 
-def _varied_offsets(structure, order) -> tuple:
-    """The positions in `order` of the ops whose starts have varied between the graphs seen with
-    this structure but for starts (see the module's doc)."""
+def _shared_spec(structure, params, order, outputs, free_outputs):
+    """The spec this graph shares with the graphs seen that differ from it only in starts, which
+    takes the starts that have varied between them as parameters; None while none has varied."""
     ops, starts = list(structure[1]), []
     for k, node in enumerate(order):
         offset = node.op.offset
@@ -166,19 +169,22 @@ def _varied_offsets(structure, order) -> tuple:
             starts.append((k, start))
             ops[k] = (low, ops[k][1], attrs, ops[k][3], ops[k][4])
     if not starts:
-        return ()
+        return None
     abstract = (structure[0], tuple(ops)) + structure[2:]
     seen = _BY_ABSTRACT.get(abstract)
     if seen is None:
         if len(_BY_ABSTRACT) >= _MAX_STRUCTURES:
             _BY_ABSTRACT.clear()
-        _BY_ABSTRACT[abstract] = (tuple(s for _, s in starts), ())
-        return ()
-    first, varied = seen
+        _BY_ABSTRACT[abstract] = (tuple(s for _, s in starts), (), None)
+        return None
+    first, varied, spec = seen
     now = tuple(sorted(set(varied).union(k for (k, s), s0 in zip(starts, first) if s != s0)))
+    if not now:  # the first graph again (its structure was dropped from _BY_STRUCTURE)
+        return None
     if now != varied:
-        _BY_ABSTRACT[abstract] = (first, now)
-    return now
+        spec = _make_spec(params, order, structure[1], outputs, free_outputs, now)
+        _BY_ABSTRACT[abstract] = (first, now, spec)
+    return spec
 
 
 def _make_spec(params, order, ops, outputs, free_outputs, varied=()) -> GraphSpec:

@@ -133,61 +133,48 @@ def _scatter_through(view_fn):
     return fn
 
 
-def _slice_set(base, src, dim, start, end, step):
-    dim = _norm(dim, base.ndim)
-    s, e, st = views._slice_bounds(base.shape[dim], start, end, step)
-    idx = (slice(None),) * dim + (slice(s, e, st),)
-    return base.at[idx].set(src.astype(base.dtype))
-
-
 @register(aten.slice_scatter.default)
 def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
-    return _slice_set(x, src, dim, start, end, step)
+    return views.slice_write(x, src, dim, start, end, step)
 
 
 @register(aten.slice_backward.default, meta=True)
 def slice_backward(grad, input_sizes, dim, start, end, step, _meta=None):
     shape, dtype = _out(_meta)
-    return _slice_set(jnp.zeros(shape, dtype), grad, dim, start, end, step)
-
-
-def _select_set(base, src, dim, index):
-    dim = _norm(dim, base.ndim)
-    index = index + base.shape[dim] if index < 0 else index
-    return base.at[(slice(None),) * dim + (index,)].set(src.astype(base.dtype))
+    return views.slice_write(jnp.zeros(shape, dtype), grad, dim, start, end, step)
 
 
 @register(aten.select_scatter.default)
 def select_scatter(x, src, dim, index):
-    return _select_set(x, src, dim, index)
+    return views.select_write(x, src, dim, index)
 
 
 @register(aten.select_backward.default, meta=True)
 def select_backward(grad, input_sizes, dim, index, _meta=None):
     shape, dtype = _out(_meta)
-    return _select_set(jnp.zeros(shape, dtype), grad, dim, index)
+    return views.select_write(jnp.zeros(shape, dtype), grad, dim, index)
 
 
 def _dynamic_slice_backward(grad, start, dim, length, step, _meta):
     shape, dtype = _out(_meta)
-    return views._dynamic_slice_scatter(jnp.zeros(shape, dtype), grad, start, dim, length, step)
+    return views.dynamic_slice_scatter(jnp.zeros(shape, dtype), grad, start, dim, length, step)
 
 
 def _dynamic_select_backward(grad, index, dim, _meta):
     shape, dtype = _out(_meta)
-    return views._dynamic_select_scatter(jnp.zeros(shape, dtype), grad, index, dim)
+    return views.dynamic_select_scatter(jnp.zeros(shape, dtype), grad, index, dim)
 
 
 # their starts as runtime scalars where they vary (views.dynamic_offset, ir/graph.py)
-views.dynamic_offset(LOWERINGS[aten.slice_scatter.default], views._slice_offset,
-                     views._dynamic_slice_scatter, 2)
-views.dynamic_offset(LOWERINGS[aten.select_scatter.default], views._select_offset,
-                     views._dynamic_select_scatter, 2)
+views.dynamic_offset(LOWERINGS[aten.slice_scatter.default], views.slice_offset,
+                     views.dynamic_slice_scatter, 2)
+views.dynamic_offset(LOWERINGS[aten.select_scatter.default], views.select_offset,
+                     views.dynamic_select_scatter, 2)
 views.dynamic_offset(LOWERINGS[aten.slice_backward.default],
-                     lambda shape, _sizes, *args: views._slice_offset(shape, *args),
+                     lambda shape, _sizes, *args: views.slice_offset(shape, *args),
                      _dynamic_slice_backward, 1, meta=True, output_base=True)
 views.dynamic_offset(LOWERINGS[aten.select_backward.default],
-                     lambda shape, _sizes, *args: views._select_offset(shape, *args),
+                     lambda shape, _sizes, *args: views.select_offset(shape, *args),
                      _dynamic_select_backward, 1, meta=True, output_base=True)
 
 _diag_set = _scatter_through(views.diagonal)

@@ -114,7 +114,7 @@ def _slice_bounds(n, start, end, step):
     return start, max(end, start), step
 
 
-def _slice_offset(shape, dim=0, start=None, end=None, step=1):
+def slice_offset(shape, dim=0, start=None, end=None, step=1):
     """(start, (dim, length, step)) of a slice of a value of `shape`, bounds as Python's."""
     dim = _norm(dim, len(shape))
     s, e, st = _slice_bounds(shape[dim], start, end, step)
@@ -128,7 +128,7 @@ def _dynamic_slice(x, start, dim, length, step):
     return out if step == 1 else lax.slice_in_dim(out, 0, span, step, axis=dim)
 
 
-def _dynamic_slice_scatter(base, value, start, dim, length, step, _meta=None):
+def dynamic_slice_scatter(base, value, start, dim, length, step, _meta=None):
     """`value` written where _dynamic_slice reads: one contiguous update, not a scatter of every
     element."""
     value = value.astype(base.dtype)
@@ -138,19 +138,20 @@ def _dynamic_slice_scatter(base, value, start, dim, length, step, _meta=None):
     return lax.dynamic_update_slice_in_dim(base, value, start, axis=dim)
 
 
-def _slice_scatter(base, value, *args, _meta, **kwargs):
-    start, static = _slice_offset(base.shape, *args, **kwargs)
-    return _dynamic_slice_scatter(base, value, start, *static)
+def slice_write(base, value, *args, _meta=None, **kwargs):
+    """`value` written into base[slice] (slice's arguments after its tensor)."""
+    start, static = slice_offset(base.shape, *args, **kwargs)
+    return dynamic_slice_scatter(base, value, start, *static)
 
 
-@register(aten.slice.Tensor, view=True, scatter=_slice_scatter)
+@register(aten.slice.Tensor, view=True, scatter=slice_write)
 def slice_(x, dim=0, start=None, end=None, step=1):
     dim = _norm(dim, x.ndim)
     s, e, st = _slice_bounds(x.shape[dim], start, end, step)
     return lax.slice_in_dim(x, s, e, st, axis=dim)
 
 
-def _select_offset(shape, dim, index):
+def select_offset(shape, dim, index):
     dim = _norm(dim, len(shape))
     return (index + shape[dim] if index < 0 else index), (dim,)
 
@@ -159,16 +160,16 @@ def _dynamic_select(x, index, dim):
     return lax.dynamic_index_in_dim(x, index, axis=dim, keepdims=False)
 
 
-def _dynamic_select_scatter(base, value, index, dim, _meta=None):
+def dynamic_select_scatter(base, value, index, dim, _meta=None):
     return lax.dynamic_update_index_in_dim(base, value.astype(base.dtype), index, axis=dim)
 
 
-def _select_scatter(base, value, dim, index, _meta):
-    index, (dim,) = _select_offset(base.shape, dim, index)
-    return _dynamic_select_scatter(base, value, index, dim)
+def select_write(base, value, dim, index, _meta=None):
+    index, (dim,) = select_offset(base.shape, dim, index)
+    return dynamic_select_scatter(base, value, index, dim)
 
 
-@register(aten.select.int, view=True, scatter=_select_scatter)
+@register(aten.select.int, view=True, scatter=select_write)
 def select(x, dim, index):
     dim = _norm(dim, x.ndim)
     index = index + x.shape[dim] if index < 0 else index
@@ -221,7 +222,7 @@ def _narrow_offset(shape, dim, start, length):
 
 def _narrow_scatter(base, value, dim, start, length, _meta):
     start, static = _narrow_offset(base.shape, dim, start, length)
-    return _dynamic_slice_scatter(base, value, start, *static)
+    return dynamic_slice_scatter(base, value, start, *static)
 
 
 @register(aten.narrow.default, view=True, scatter=_narrow_scatter)
@@ -294,6 +295,6 @@ def _dynamic(op, params, read, write):
     dynamic_offset(low.scatter, params, write, 2, meta=True)
 
 
-_dynamic(aten.slice.Tensor, _slice_offset, _dynamic_slice, _dynamic_slice_scatter)
-_dynamic(aten.narrow.default, _narrow_offset, _dynamic_slice, _dynamic_slice_scatter)
-_dynamic(aten.select.int, _select_offset, _dynamic_select, _dynamic_select_scatter)
+_dynamic(aten.slice.Tensor, slice_offset, _dynamic_slice, dynamic_slice_scatter)
+_dynamic(aten.narrow.default, _narrow_offset, _dynamic_slice, dynamic_slice_scatter)
+_dynamic(aten.select.int, select_offset, _dynamic_select, dynamic_select_scatter)
