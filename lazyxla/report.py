@@ -58,7 +58,8 @@ def render_text(rep: dict) -> str:
     for g in rep["graphs"][-20:]:
         lines.append(f"  {g['hash'][:12]}  {g['ops']:5d} ops  {g['inputs']:4d} in  {g['outputs']:3d} out  "
                      f"{g['ms']:8.1f} ms{'  (quick)' if g.get('quick') else ''}"
-                     + (f"  ({g['offsets']} varying slice starts fed)" if g.get("offsets") else ""))
+                     + (f"  ({g['offsets']} slice start{'s' if g['offsets'] > 1 else ''} fed)"
+                        if g.get("offsets") else ""))
     if len(rep["graphs"]) > 20:
         lines.append(f"  ... {len(rep['graphs']) - 20} earlier graphs not shown")
     lines.append(f"retraces ({len(rep['retraces'])}) — why the model recompiled:")

@@ -2,8 +2,13 @@
 unfold, squeeze, ...) and in-place writes through them (arithmetic, fill, copy_, masked_fill_,
 setitem, index_put_). After each program every tensor made, base and views, is compared with
 eager's: values, shape, strides, storage offset, contiguity. Writes through unfold views are
-skipped: their elements overlap, and eager's result then depends on its loop order."""
+skipped: their elements overlap, and eager's result then depends on its loop order.
+
+`--shift`: each program runs 4 times, its base a slice (even seeds) or a select (odd seeds) of a
+larger tensor at starts 0..3, each run its own graph: the graphs differ only in that start, so
+from the second on lazyxla runs them as one program fed the start (ir/graph.py)."""
 import random
+import sys
 
 import torch
 
@@ -67,10 +72,14 @@ def _describe(t):
     return (tuple(t.shape), t.dtype, tuple(t.stride()), t.storage_offset(), t.is_contiguous())
 
 
-def _program(seed, dev):
+def _program(seed, dev, shift=None):
     r = random.Random(seed)
     shape = tuple(r.randint(1, 4) for _ in range(r.randint(1, 3)))
-    base = torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dev)
+    if shift is None:
+        base = torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dev)
+    else:  # (shift: (the larger tensor, this run's start))
+        big, k = shift
+        base = big[k] if seed % 2 else big[k:k + shape[0]]
     live, steps = [("base", base)], []
     for _ in range(r.randint(2, 7)):
         name, src = r.choice(live)
@@ -84,11 +93,38 @@ def _program(seed, dev):
     return [(n, _describe(t), t.cpu().clone()) for n, t in live], steps
 
 
+def _shifted(seed, dev):
+    r = random.Random(seed)
+    shape = tuple(r.randint(1, 4) for _ in range(r.randint(1, 3)))
+    big = torch.randn((shape[0] + 3,) + shape[1:] if seed % 2 == 0 else (4,) + shape,
+                      generator=torch.Generator().manual_seed(seed)).to(dev)
+    runs = []
+    for k in range(4):
+        live, steps = _program(seed, dev, (big, k))
+        if dev != "cpu":
+            lazyxla.sync()
+        runs.append((live + [("big", _describe(big), big.cpu().clone())], steps))
+    return runs
+
+
 def run(seed):
+    if "--shift" in sys.argv:
+        expected, actual = outcome(lambda: _shifted(seed, "cpu")), outcome(lambda: _shifted(seed, D))
+        if expected[0] != actual[0] or expected[0] == "error":
+            return None if expected[:2] == actual[:2] else (expected, actual)
+        for k, (want, got) in enumerate(zip(expected[1], actual[1])):
+            diff = _compare(want, got)
+            if diff:
+                return ("start", k) + diff
+        return None
     expected, actual = outcome(lambda: _program(seed, "cpu")), outcome(lambda: _program(seed, D))
     if expected[0] != actual[0] or expected[0] == "error":
         return None if expected[:2] == actual[:2] else (expected, actual)
-    (want, steps), (got, _) = expected[1], actual[1]
+    return _compare(expected[1], actual[1])
+
+
+def _compare(expected, actual):
+    (want, steps), (got, _) = expected, actual
     for (name, meta_want, value_want), (_, meta_got, value_got) in zip(want, got):
         if meta_want != meta_got:
             return ("layout", steps, name, meta_want, meta_got)
@@ -98,4 +134,4 @@ def run(seed):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run))
+    raise SystemExit(main(run, [a for a in sys.argv[1:] if a != "--shift"]))
