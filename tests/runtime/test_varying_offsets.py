@@ -180,3 +180,29 @@ def test_a_compiled_function_sliced_at_varying_starts_compiles_two_programs():
     for i in range(0, 30, 5):
         torch.testing.assert_close(f(x, w, i).cpu(), (xc[i:i + 5] @ wc).relu().sum())
     assert _compiles() - before == 2
+
+
+def test_a_compiled_function_fed_views_at_varying_starts_writes_through_them():
+    """The view arguments' starts are traced into the program (the bridge re-extracts for each);
+    after two starts, the programs for the others are those already compiled."""
+    torch.manual_seed(5)
+    xc, wc = torch.randn(33, 6), torch.randn(6, 3)
+    d = lazyxla.device()
+    x, w = xc.to(d), wc.to(d)
+    lazyxla.sync()
+
+    def f(xb, w):
+        xb.mul_(2)
+        return (xb @ w).sum(0), xb[1:3]
+    cf = torch.compile(f, backend="lazyxla")
+
+    for n, i in enumerate([0, 7, 14, 21, 28, 7]):
+        if n == 2:
+            before = _compiles()
+        got, view = cf(x[i:i + 5], w)
+        want, view_c = f(xc[i:i + 5], wc)
+        torch.testing.assert_close(got.cpu(), want)
+        view.add_(1)  # an output view of the argument's buffer: the write reaches x
+        view_c.add_(1)
+        torch.testing.assert_close(x.cpu(), xc)
+    assert _compiles() == before
