@@ -10,7 +10,8 @@ hit never runs a structurally different program (operand order is part of the ke
 Graphs that differ only in the starts of slices and selects (ops with `Lowering.offset`) are one
 program once they have varied: the second such graph's spec takes each start that differs from
 the first's as a runtime scalar parameter, which every later cut feeds, so a loop over batches of
-a dataset on the device compiles two programs, not one per batch.
+a dataset on the device compiles two programs, not one per batch. LAZYXLA_VARYING_STARTS=0 keeps
+every start in its program.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import os
 
 import torch
 
+from lazyxla.envflags import flag
 from .node import DATA, SCALAR, Node, scalar_node
 
 
@@ -146,7 +148,7 @@ def cut(roots: list[Node], free_outputs=frozenset()) -> Graph:
         spec, structure = None, None
     if spec is None:
         spec = _shared_spec(structure, params, order, outputs, free_outputs) \
-            if structure is not None else None
+            if structure is not None and flag("LAZYXLA_VARYING_STARTS", True) else None
         if spec is None:  # (a shared spec is not kept by structure: each start would add one)
             spec = _make_spec(params, order, ops, outputs, free_outputs)
             if structure is not None:

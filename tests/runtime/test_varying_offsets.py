@@ -206,3 +206,11 @@ def test_a_compiled_function_fed_views_at_varying_starts_writes_through_them():
         view_c.add_(1)
         torch.testing.assert_close(x.cpu(), xc)
     assert _compiles() == before
+
+
+def test_varying_starts_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("LAZYXLA_VARYING_STARTS", "0")
+    x = torch.randn(19, 3, device=lazyxla.device())
+    lazyxla.sync()
+    specs = [_spec(lambda x: x[k:k + 2] * 5, x) for k in range(3)]
+    assert [s.offset_ops for s in specs] == [(), (), ()] and len({s.hash for s in specs}) == 3
