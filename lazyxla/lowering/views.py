@@ -138,10 +138,16 @@ def dynamic_slice_scatter(base, value, start, dim, length, step, _meta=None):
     return lax.dynamic_update_slice_in_dim(base, value, start, axis=dim)
 
 
-def slice_write(base, value, *args, _meta=None, **kwargs):
-    """`value` written into base[slice] (slice's arguments after its tensor)."""
-    start, static = slice_offset(base.shape, *args, **kwargs)
-    return dynamic_slice_scatter(base, value, start, *static)
+def _write_at(offset, write):
+    """The write through a view op whose start and other arguments `offset` computes from the
+    base's shape and the op's arguments (after its tensor), by `write(base, value, start, ...)`."""
+    def scatter(base, value, *args, _meta=None, **kwargs):
+        start, rest = offset(base.shape, *args, **kwargs)
+        return write(base, value, start, *rest)
+    return scatter
+
+
+slice_write = _write_at(slice_offset, dynamic_slice_scatter)
 
 
 @register(aten.slice.Tensor, view=True, scatter=slice_write)
@@ -164,15 +170,12 @@ def dynamic_select_scatter(base, value, index, dim, _meta=None):
     return lax.dynamic_update_index_in_dim(base, value.astype(base.dtype), index, axis=dim)
 
 
-def select_write(base, value, dim, index, _meta=None):
-    index, (dim,) = select_offset(base.shape, dim, index)
-    return dynamic_select_scatter(base, value, index, dim)
+select_write = _write_at(select_offset, dynamic_select_scatter)
 
 
 @register(aten.select.int, view=True, scatter=select_write)
 def select(x, dim, index):
-    dim = _norm(dim, x.ndim)
-    index = index + x.shape[dim] if index < 0 else index
+    index, (dim,) = select_offset(x.shape, dim, index)
     return lax.index_in_dim(x, index, axis=dim, keepdims=False)
 
 
@@ -220,15 +223,9 @@ def _narrow_offset(shape, dim, start, length):
     return (start + shape[dim] if start < 0 else start), (dim, length, 1)
 
 
-def _narrow_scatter(base, value, dim, start, length, _meta):
-    start, static = _narrow_offset(base.shape, dim, start, length)
-    return dynamic_slice_scatter(base, value, start, *static)
-
-
-@register(aten.narrow.default, view=True, scatter=_narrow_scatter)
+@register(aten.narrow.default, view=True, scatter=_write_at(_narrow_offset, dynamic_slice_scatter))
 def narrow(x, dim, start, length):
-    dim = _norm(dim, x.ndim)
-    start = start + x.shape[dim] if start < 0 else start
+    start, (dim, length, _) = _narrow_offset(x.shape, dim, start, length)
     return lax.slice_in_dim(x, start, start + length, axis=dim)
 
 
