@@ -182,7 +182,7 @@ class Lowering:
         # GradScaler): the kernel writes nothing back into them, as eager's kernel does not
         self.unchanged = unchanged
         self.name = str(op) if not isinstance(op, str) else op
-        # offset(node) -> (start, Lowering, attrs) or None: the same view (or its write) of a node
+        # offset(node) -> (start, Lowering, attrs): the same view (or its write) of a node
         # of this op with its start as the node's last input, a runtime scalar (ir/graph.py)
         self.offset = None
         self.scatter = None

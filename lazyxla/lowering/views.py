@@ -16,10 +16,6 @@ def _norm(d, n):
     return d + n if d < 0 else d
 
 
-def _whole(base, value):
-    return value.astype(base.dtype)
-
-
 @register(aten.view.default, aten._unsafe_view.default, aten._reshape_alias.default, view=True,
           scatter=lambda base, value, *a, _meta, **k: value.reshape(base.shape).astype(base.dtype))
 def view(x, size, *_):
