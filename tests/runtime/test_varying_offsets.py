@@ -214,3 +214,31 @@ def test_varying_starts_can_be_turned_off(monkeypatch):
     lazyxla.sync()
     specs = [_spec(lambda x: x[k:k + 2] * 5, x) for k in range(3)]
     assert [s.offset_ops for s in specs] == [(), (), ()] and len({s.hash for s in specs}) == 3
+
+
+def test_a_decode_loop_writing_a_static_kv_cache_compiles_a_few_programs_not_one_per_token():
+    import torch.nn.functional as F
+    torch.manual_seed(6)
+    t, h, dh = 24, 2, 4
+    ws = [torch.randn(h * dh, h * dh) * 0.3 for _ in range(3)]
+
+    def decode(dev, tokens=12):
+        wq, wk, wv = (w.to(dev) for w in ws)
+        kc, vc = torch.zeros(1, h, t, dh, device=dev), torch.zeros(1, h, t, dh, device=dev)
+        x, outs = torch.full((1, h * dh), 0.1, device=dev), []
+        for pos in range(tokens):
+            q, k, v = (x @ w for w in (wq, wk, wv))
+            kc[:, :, pos] = k.view(1, h, dh)  # the cache written at this token's position
+            vc[:, :, pos] = v.view(1, h, dh)
+            mask = (torch.arange(t, device=dev) <= pos).view(1, t)
+            att = F.scaled_dot_product_attention(q.view(1, h, 1, dh), kc, vc, attn_mask=mask)
+            x = torch.tanh(att.reshape(1, h * dh) + x)
+            if dev != "cpu":
+                lazyxla.sync()
+            outs.append(x.cpu())
+        return torch.stack(outs)
+
+    before = _compiles()
+    got = decode(lazyxla.device())
+    assert _compiles() - before <= 3  # (LAZYXLA_VARYING_STARTS=0: 12, one per token)
+    torch.testing.assert_close(got, decode("cpu"))
