@@ -3,8 +3,10 @@ writes to the inputs and through views of them, returned views and inputs, reduc
 a graph break on .item(), control flow on shapes), each called four times on fresh values (with
 `--dynamic`: on new shapes too, under dynamic=True; with `--no-grad`: under torch.no_grad(), which
 hands the bridge Dynamo's own graph instead of aot_autograd's; with `--ints`: with an int argument
-`k`, new on each call, used as a scalar, in Python arithmetic, as a bound and as a shift), masked
-writes among them. Outputs, their strides (of dims longer than one) and the inputs' final values
+`k`, new on each call, used as a scalar, in Python arithmetic, as a bound and as a shift; with
+`--shift`: with `a` and `b` views of larger tensors, starting at row 0, 1, 2, 3 on the four calls,
+so that the programs read and write their inputs at starts they are fed), masked writes among
+them. Outputs, their strides (of dims longer than one) and the inputs' final values
 compared. Dynamo's TorchRuntimeError wrapping eager's RuntimeError or IndexError of a bad program
 counts as the same error (it does so for every backend, `backend="eager"` too)."""
 import random
@@ -20,7 +22,8 @@ D = lazyxla.device()
 DYNAMIC = "--dynamic" in sys.argv
 NO_GRAD = "--no-grad" in sys.argv
 INTS = "--ints" in sys.argv
-FLAGS = ("--dynamic", "--no-grad", "--ints")
+SHIFT = "--shift" in sys.argv
+FLAGS = ("--dynamic", "--no-grad", "--ints", "--shift")
 torch._dynamo.config.cache_size_limit = 1000
 
 STATEMENTS = [
@@ -79,14 +82,17 @@ def run(seed):
             if DYNAMIC and call:
                 rows, cols = r.randint(2, 5), r.randint(2, 5)
             g = torch.Generator().manual_seed(seed * 10 + call)
-            a0, b0 = torch.randn(rows, cols, generator=g), torch.randn(rows, cols, generator=g)
+            extra = 3 if SHIFT else 0  # (rows around the inputs, which start at row `call`)
+            a0, b0 = (torch.randn(rows + extra, cols, generator=g) for _ in range(2))
             k = (r.randint(-4, 6),) if INTS else ()
 
             def program(fn, dev):
-                a, b = a0.clone().to(dev), b0.clone().to(dev)
+                big_a, big_b = a0.clone().to(dev), b0.clone().to(dev)
+                a, b = (big_a[call:call + rows], big_b[call:call + rows]) if SHIFT else (big_a, big_b)
                 with torch.set_grad_enabled(not NO_GRAD):
                     outs = fn(a, b, *k)
-                return [o.detach().cpu() for o in outs] + [a.cpu(), b.cpu()], [_layout(o) for o in outs]
+                return ([o.detach().cpu() for o in outs] + [big_a.cpu(), big_b.cpu()],
+                        [_layout(o) for o in outs])
             want, got = outcome(lambda: program(f, "cpu")), outcome(lambda: program(compiled, D))
             if want[0] == got[0] == "error" and got[1] == "TorchRuntimeError" and \
                     want[1] in ("RuntimeError", "IndexError"):
