@@ -353,21 +353,18 @@ class Bridge:
             if entry.checks:
                 items.run_checks(entry.checks, fed)
         if entry.hash is None:  # nothing to compute: outputs are inputs, constants, numbers
+            # (no matcher checks the arguments here: an output that is a view of one is built
+            # from the view it was traced on, so it must still be that view)
+            now = structure(args)
+            if now != entry.structure:
+                return self._structure_changed(call_args, _retried, f"{entry.structure} -> {now}")
             return _pack(entry, entry.outputs([], args, fed))
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
         _counters["RunCachedGraph"] += 1
         try:
             feed = entry.matcher(args, fed)
         except InputStructureChanged as e:
-            if _retried:
-                raise
-            if not self.by_structure:  # key the programs traced so far by their structure too
-                self.by_structure = True
-                self.programs = {k + (x.structure,): x for k, x in self.programs.items()}
-            key = self._key(call_args)
-            if key not in self.programs:
-                self._retrace(key, call_args, cause=f"tensor argument structure changed: {e}")
-            return self._call(call_args, True)
+            return self._structure_changed(call_args, _retried, e)
         try:
             results = executor.execute_arguments(exe, feed)
         except (TypeError, ValueError) as e:  # a tensor's shape/dtype differs from the trace's
@@ -380,6 +377,19 @@ class Bridge:
             args[j].untyped_storage()._lazyxla.root.write(
                 _Node(DATA, (), None, shape, dtype, data=results[slot]))
         return _pack(entry, entry.outputs(results, args, fed, exe.out_perms))
+
+    def _structure_changed(self, call_args, _retried, cause):
+        """A tensor argument is another view of its buffer, or aliases others differently, than
+        traced: from now on the programs are keyed by that structure too."""
+        if _retried:
+            raise InputStructureChanged(str(cause))
+        if not self.by_structure:  # key the programs traced so far by their structure too
+            self.by_structure = True
+            self.programs = {k + (x.structure,): x for k, x in self.programs.items()}
+        key = self._key(call_args)
+        if key not in self.programs:
+            self._retrace(key, call_args, cause=f"tensor argument structure changed: {cause}")
+        return self._call(call_args, True)
 
 
 def _pack(entry, outs):
