@@ -30,7 +30,7 @@ def child(system: str) -> dict:
     import torch
     from benchmarks import worker
     from benchmarks.workloads import make
-    worker.start_xla_runtime(system if system != "eager" else "eager", 1)
+    worker.start_xla_runtime(system, 1)  # (eager: none to start)
     torch.set_num_threads(1)
     model, _, _, loss_fn = make("mlp")
     g = torch.Generator().manual_seed(2)

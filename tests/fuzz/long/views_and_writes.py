@@ -72,9 +72,13 @@ def _describe(t):
     return (tuple(t.shape), t.dtype, tuple(t.stride()), t.storage_offset(), t.is_contiguous())
 
 
+def _shape(r):
+    return tuple(r.randint(1, 4) for _ in range(r.randint(1, 3)))
+
+
 def _program(seed, dev, shift=None):
     r = random.Random(seed)
-    shape = tuple(r.randint(1, 4) for _ in range(r.randint(1, 3)))
+    shape = _shape(r)
     if shift is None:
         base = torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dev)
     else:  # (shift: (the larger tensor, this run's start))
@@ -94,8 +98,7 @@ def _program(seed, dev, shift=None):
 
 
 def _shifted(seed, dev):
-    r = random.Random(seed)
-    shape = tuple(r.randint(1, 4) for _ in range(r.randint(1, 3)))
+    shape = _shape(random.Random(seed))  # (the base's, as _program draws it)
     big = torch.randn((shape[0] + 3,) + shape[1:] if seed % 2 == 0 else (4,) + shape,
                       generator=torch.Generator().manual_seed(seed)).to(dev)
     runs = []
