@@ -13,7 +13,7 @@ from lazyxla import metrics
 _COUNTERS = ("MarkStep", "UncachedCompile", "CachedCompile", "CompilationCacheEviction",
              "RecompileAfterEviction", "PersistentCacheHit", "PersistentCacheMiss",
              "PersistentCacheCorrupt", "DynamoExtractCompiledGraph", "DynamoRetrace", "RunCachedGraph",
-             "ItemCall", "QuickCompile", "UpgradeCompile")
+             "ItemCall", "QuickCompile", "UpgradeCompile", "StagedSync")
 _METRICS = ("CompileTime", "UpgradeCompileTime", "UpgradeWaitTime", "ExecuteTime",
             "TransferToDeviceTime", "TransferFromDeviceTime", "DynamoSyncInputExecuteTime")
 
@@ -49,6 +49,8 @@ def render_text(rep: dict) -> str:
     if c["QuickCompile"]:
         lines.append(f"  shape variants compiled quick: {c['QuickCompile']}, {c['UpgradeCompile']} of them "
                      "reused enough to be compiled again optimized")
+    if c.get("StagedSync"):
+        lines.append(f"  syncs run in stages (their shape-varying part apart): {c['StagedSync']}")
     if c["PersistentCacheHit"] or c["PersistentCacheMiss"] or c["PersistentCacheCorrupt"]:
         lines.append(f"  persistent cache: {c['PersistentCacheHit']} hits, {c['PersistentCacheMiss']} "
                      f"misses, {c['PersistentCacheCorrupt']} corrupt entries recompiled")

@@ -12,6 +12,9 @@ program once they have varied: the second such graph's spec takes each start tha
 the first's as a runtime scalar parameter, which every later cut feeds, so a loop over batches of
 a dataset on the device compiles two programs, not one per batch. LAZYXLA_VARYING_STARTS=0 keeps
 every start in its program.
+
+With `split`, a graph whose shapes differ from an earlier graph's only in a small part is planned
+to run as a few programs, that part apart (stages.py).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import os
 import torch
 
 from lazyxla.envflags import flag
+from . import stages as _stages
 from .node import DATA, SCALAR, Node, scalar_node
 
 
@@ -30,7 +34,7 @@ class GraphSpec:
     device data held transposed (Node.perm); free_outputs: the positions in `outputs` the program
     may hand back in the layout it computed them in (runtime/channels_last.py)."""
     __slots__ = ("entries", "outputs", "n_params", "key", "hash", "rng_params", "scalar_params",
-                 "n_ops", "param_perms", "free_outputs", "offset_ops")
+                 "n_ops", "param_perms", "free_outputs", "offset_ops", "stages")
 
     def __init__(self, entries, outputs, n_params, key, hash_, rng_params, scalar_params,
                  param_perms=None, free_outputs=frozenset(), offset_ops=()):
@@ -42,6 +46,9 @@ class GraphSpec:
         self.free_outputs = free_outputs
         # positions in the cut's op order of the ops whose starts are the last parameters
         self.offset_ops = offset_ops
+        # None, or the graph's stages when a cut with `split` runs it as several programs
+        # (stages.plan: per stage, the positions among the ops of its results)
+        self.stages = None
 
     def text(self) -> str:
         """Readable IR, one line per node."""
@@ -58,10 +65,13 @@ class GraphSpec:
 
 
 class Graph:
-    __slots__ = ("spec", "params", "roots", "epoch")
+    """`stages`: None, or (a cut with `split`) the nodes each stage's program computes and hands
+    on, in the order they run; the graph's roots are among them."""
+    __slots__ = ("spec", "params", "roots", "epoch", "stages")
 
-    def __init__(self, spec, params, roots, epoch=None):
+    def __init__(self, spec, params, roots, epoch=None, stages=None):
         self.spec, self.params, self.roots, self.epoch = spec, params, roots, epoch
+        self.stages = stages
 
     def computes(self, node: Node) -> bool:
         """Is `node` one of this graph's ops? Valid until the next cut."""
@@ -98,9 +108,10 @@ _BY_ABSTRACT: dict = {}
 _epoch = 0  # cuts so far: a node whose `mark` is the current epoch was visited by this cut
 
 
-def cut(roots: list[Node], free_outputs=frozenset()) -> Graph:
+def cut(roots: list[Node], free_outputs=frozenset(), split=False) -> Graph:
     """Roots must be distinct, non-leaf nodes. free_outputs: positions in `roots` whose values the
-    program may hand back in the layout it computed them in (GraphSpec.free_outputs)."""
+    program may hand back in the layout it computed them in (GraphSpec.free_outputs). split: plan
+    stages for a graph whose shapes vary in a small part (stages.py; lazy mode's syncs)."""
     global _epoch
     _epoch += 1
     done, expanding = _epoch, -_epoch  # node.mark values: visited / inputs being visited
@@ -151,12 +162,16 @@ def cut(roots: list[Node], free_outputs=frozenset()) -> Graph:
             if structure is not None and flag("LAZYXLA_VARYING_STARTS", True) else None
         if spec is None:  # (a shared spec is not kept by structure: each start would add one)
             spec = _make_spec(params, order, ops, outputs, free_outputs)
+            if split and structure is not None and not free_outputs and _stages.enabled():
+                spec.stages = _stages.plan(structure)
             if structure is not None:
                 if len(_BY_STRUCTURE) >= _MAX_STRUCTURES:
                     _BY_STRUCTURE.clear()
                 _BY_STRUCTURE[structure] = spec
     if spec.offset_ops:  # this graph's starts, fed as the last parameters
         params = params + [scalar_node(order[k].op.offset(order[k])[0]) for k in spec.offset_ops]
+    if split and spec.stages is not None:
+        return Graph(spec, params, roots, done, [[order[k] for k in s] for s in spec.stages])
     return Graph(spec, params, roots, done)
 
 

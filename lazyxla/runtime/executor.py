@@ -214,18 +214,21 @@ def _sync_buffers(buffers) -> None:
     if len(roots) == 1 and not roots[0].inputs and len(buffers) >= len(buf.PENDING):
         outs = _factory_results(roots[0])
     else:
-        graph = cut(roots)
+        graph = cut(roots, split=True)
         if len(buffers) < len(buf.PENDING):
             kept, computed = _needed_later(graph, roots, buffers)
             buffers += computed
             if kept:
                 roots = roots + kept
-                graph = cut(roots)
-        spec = graph.spec
-        if spec.n_params == 0:  # no inputs, no RNG seed: a constant
-            outs = _constant_results(spec)
+                graph = cut(roots, split=True)
+        if graph.stages is not None:  # its shape-varying part apart (ir/stages.py)
+            metrics.counter_inc("StagedSync")
+            for results in graph.stages:
+                for node, arr in zip(results, _results(cut(results))):
+                    node.become_data(arr)
+            roots, outs = (), ()
         else:
-            outs = execute(executable_for(spec), [param_value(p) for p in graph.params])
+            outs = _results(graph)
     for node, arr in zip(roots, outs):
         node.become_data(arr)
     for b in buffers:
@@ -235,6 +238,14 @@ def _sync_buffers(buffers) -> None:
             buf.PENDING.discard(b)
             if b.node is not node:  # another thread wrote it meanwhile: that value is pending
                 buf.PENDING.add(b)
+
+
+def _results(graph):
+    """The outputs of a graph's program, run on its parameters' current values."""
+    spec = graph.spec
+    if spec.n_params == 0:  # no inputs, no RNG seed: a constant
+        return _constant_results(spec)
+    return execute(executable_for(spec), [param_value(p) for p in graph.params])
 
 
 # How far below each pending buffer _needed_later looks, and how many nodes in all (per op of the

@@ -172,6 +172,28 @@ def test_generate_kv_cache(name):
     assert torch.equal(out2.cpu(), ref) and compiles() == c
 
 
+def test_generate_static_cache_compiles_the_model_a_few_times():
+    """With an end-of-sequence id, generate() reads every step whether a sequence ended, so each
+    step is a program; with a static cache only its token list (grown by one token a step, indexed
+    and tested) changes shape. That part runs in programs of its own (ir/stages.py), so the
+    model's step compiles a few times, not once per token (without the split: 12 of 12)."""
+    model = make("llama").eval()
+    model.generation_config.eos_token_id = VOCAB - 1
+    model.generation_config.pad_token_id = 0
+    dev_model = copy.deepcopy(model).to(D)
+    x = torch.randint(1, VOCAB - 1, (1, 8), generator=torch.Generator().manual_seed(7))
+    kw = dict(max_new_tokens=12, do_sample=False, cache_implementation="static")
+    ref = model.generate(x, **kw)
+    metrics.clear_counters()
+    events = len(metrics.events("compile"))
+    out = dev_model.generate(x.to(D), **kw)
+    assert torch.equal(out.cpu(), ref)
+    assert_no_fallbacks()
+    sizes = [e["ops"] for e in metrics.events("compile")[events:]]
+    assert len([n for n in sizes if n >= 100]) <= 6, sizes
+    assert metrics.counter_value("StagedSync")
+
+
 def test_generate_default_mask_uses_isin():
     """Without attention_mask, generate() calls torch.isin(input_ids, pad_id) — lowered in
     lazyxla/lowering/models.py, so no fallback."""
