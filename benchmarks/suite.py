@@ -277,6 +277,10 @@ def render(meta, results) -> str:
              f"each XLA runtime (lazyxla's JAX, torch_xla) started with its CPU affinity set to "
              f"{meta['threads']} core(s), since XLA sizes its thread pools by it and the flags no longer cap "
              f"them, then the main thread given every core back (it records and dispatches while XLA runs)")
+    rounding = sorted({r["cpu_rounding"] for r in results if r.get("cpu_rounding")})
+    if rounding:
+        L.append(f"- lazyxla's XLA CPU code: {'; '.join(rounding)} (benchmarks/cpu_rounding.py "
+                 "measures what that costs)")
     la0, la1 = meta["loadavg_start"], meta["loadavg_end"]
     L.append(f"- Load average (1/5/15 min): start {la0[0]:.2f}/{la0[1]:.2f}/{la0[2]:.2f}, "
              f"end {la1[0]:.2f}/{la1[1]:.2f}/{la1[2]:.2f}; max seen {meta['max_loadavg']:.2f} "

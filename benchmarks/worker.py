@@ -212,6 +212,8 @@ class Runner:
         out["compiles_steady"] = self.compiles() - out["compiles_warm"]
         if self.system in ("lazy", "compiled"):
             out["counters"] = counters()
+            from lazyxla.jaxenv import CPU_ROUNDING
+            out["cpu_rounding"] = CPU_ROUNDING
             out["direct"] = dict(_stats(times.pop("direct")), executables=len(self.captured))
             out["direct"]["cold"] = _stats(times.pop("direct_cold"))
             out["direct"]["polled"] = _stats(times.pop("direct_polled"))

@@ -18,6 +18,41 @@ from lazyxla import envflags
 
 x64 = jax.enable_x64  # context manager: with x64(True): ...
 
+# XLA's CPU compiler fuses a*b+c into one multiply-add rounded once (LLVM's FP contraction, which
+# XLA turns on and no flag turns off); eager rounds after each op. So x*x - (x*x).max() left a
+# rounding residue at the max instead of 0, and E[x*x] - E[x]**2 of a constant dipped below 0
+# (its sqrt NaN where eager's is 0). On x86 the instruction set is the switch: XLA's kernels
+# capped at AVX (which has no FMA) round as eager does. Matmuls and convolutions run in XLA's
+# libraries, which the cap does not touch. LAZYXLA_CPU_FMA=1 keeps the contraction.
+ROUNDING_FLAG = "--xla_cpu_max_isa=AVX"
+
+
+def _round_like_eager() -> str:
+    """Adds ROUNDING_FLAG to XLA_FLAGS before JAX's CPU backend starts (XLA reads the flags then);
+    returns how this process's XLA CPU code rounds, for the report."""
+    import platform
+    flags = os.environ.get("XLA_FLAGS", "")
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return "fused multiply-adds (no switch off on this architecture)"
+    if "xla_cpu_max_isa" in flags:
+        return f"as XLA_FLAGS sets it ({flags.strip()})"
+    if envflags.flag("LAZYXLA_CPU_FMA", False):
+        return "fused multiply-adds (LAZYXLA_CPU_FMA=1)"
+    from jax._src.xla_bridge import backends_are_initialized
+    if backends_are_initialized():
+        import warnings
+        warnings.warn("lazyxla: JAX's backend started before lazyxla was imported, so XLA's CPU "
+                      "code fuses multiply-adds: results can differ from eager's in the last bit, "
+                      "and a difference that eager rounds to 0 may not be 0. Import lazyxla first, "
+                      f"or set XLA_FLAGS={ROUNDING_FLAG} (LAZYXLA_CPU_FMA=1 keeps fused "
+                      "multiply-adds and silences this)", stacklevel=3)
+        return "fused multiply-adds (JAX's backend started before lazyxla)"
+    os.environ["XLA_FLAGS"] = f"{flags} {ROUNDING_FLAG}".strip()
+    return "each op rounded, as eager (XLA's CPU code capped at AVX: no fused multiply-adds)"
+
+
+CPU_ROUNDING = _round_like_eager()
+
 # JAX's runtime (its threads, the PJRT client) does not survive fork: in a child forked after it
 # started, a transfer or a program crashed the process (a DataLoader worker died with a segfault).
 _forked_after_start = False

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from lazyxla import metrics
+from lazyxla import jaxenv, metrics
 
 _COUNTERS = ("MarkStep", "UncachedCompile", "CachedCompile", "CompilationCacheEviction",
              "RecompileAfterEviction", "PersistentCacheHit", "PersistentCacheMiss",
@@ -36,6 +36,7 @@ def collect() -> dict:
                        for e in metrics.events("partition")],
         "fallbacks": [{"op": op, "count": sum(sites.values()), "sites": sites}
                       for op, sites in sorted(metrics.fallback_sites().items())],
+        "cpu_rounding": jaxenv.CPU_ROUNDING,
     }
 
 
@@ -51,6 +52,8 @@ def render_text(rep: dict) -> str:
                      "reused enough to be compiled again optimized")
     if c.get("StagedSync"):
         lines.append(f"  syncs run in stages (their shape-varying part apart): {c['StagedSync']}")
+    if "fused" in rep.get("cpu_rounding", ""):  # (each op rounded as eager's is the default)
+        lines.append(f"  XLA's CPU code rounds: {rep['cpu_rounding']}")
     if c["PersistentCacheHit"] or c["PersistentCacheMiss"] or c["PersistentCacheCorrupt"]:
         lines.append(f"  persistent cache: {c['PersistentCacheHit']} hits, {c['PersistentCacheMiss']} "
                      f"misses, {c['PersistentCacheCorrupt']} corrupt entries recompiled")
