@@ -13,7 +13,7 @@ from lazyxla import jaxenv, metrics
 _COUNTERS = ("MarkStep", "UncachedCompile", "CachedCompile", "CompilationCacheEviction",
              "RecompileAfterEviction", "PersistentCacheHit", "PersistentCacheMiss",
              "PersistentCacheCorrupt", "DynamoExtractCompiledGraph", "DynamoRetrace", "RunCachedGraph",
-             "ItemCall", "QuickCompile", "UpgradeCompile", "StagedSync")
+             "ItemCall", "QuickCompile", "UpgradeCompile", "StagedSync", "MapLimitEviction")
 _METRICS = ("CompileTime", "UpgradeCompileTime", "UpgradeWaitTime", "ExecuteTime",
             "TransferToDeviceTime", "TransferFromDeviceTime", "DynamoSyncInputExecuteTime")
 
@@ -47,6 +47,9 @@ def render_text(rep: dict) -> str:
     lines.append(f"  syncs (MarkStep): {c['MarkStep']}   compiled-graph replays: {c['RunCachedGraph']}")
     lines.append(f"  compilation cache: {misses} compiles, {hits} hits, {c['CompilationCacheEviction']} "
                  f"evictions, {c['RecompileAfterEviction']} recompiles after eviction")
+    if c.get("MapLimitEviction"):
+        lines.append(f"  compiled programs evicted early at the memory-map cap (vm.max_map_count): "
+                     f"{c['MapLimitEviction']}")
     if c["QuickCompile"]:
         lines.append(f"  shape variants compiled quick: {c['QuickCompile']}, {c['UpgradeCompile']} of them "
                      "reused enough to be compiled again optimized")

@@ -19,9 +19,34 @@ log = logging.getLogger("lazyxla")
 
 DEFAULT_CAPACITY = 2048
 
+# Each executable holds XLA's JIT code in memory maps of its own, three per kernel (about 25 for a
+# transformer block's program, 30 for a fuzz's programs of 30-45 ops). Linux caps the maps of a
+# process (vm.max_map_count, 65530 by default); the fuzz passed it, after which LLVM could not map
+# a new program ("Cannot allocate memory") and the process died. So the cache also evicts by the
+# process's map count: above _MAP_HIGH of the cap, the least recently used executables until the
+# count is below _MAP_LOW (the rest is left to the process's own maps). A count reads
+# /proc/self/maps, 1.7 ms per 1000 maps, so it is taken when half the room left could have been
+# used at the most maps per compile seen, and at least every _MAP_CHECK_MAX compiles.
+_MAP_HIGH, _MAP_LOW = 0.6, 0.45
+_MAP_CHECK_FIRST, _MAP_CHECK_MAX = 8, 256
+
 
 def _capacity_from_env() -> int:
     return envflags.count("LAZYXLA_COMPILATION_CACHE_SIZE", DEFAULT_CAPACITY, minimum=1)
+
+
+def map_limit() -> int | None:
+    """The cap on this process's memory maps; None where there is none to read (not Linux)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def map_count() -> int:
+    with open("/proc/self/maps", "rb") as f:
+        return f.read().count(b"\n")
 
 
 class CompilationCache:
@@ -30,6 +55,11 @@ class CompilationCache:
         self.executables: collections.OrderedDict = collections.OrderedDict()
         # Specs are small (structure only) and kept beyond eviction, bounded generously.
         self.specs: collections.OrderedDict = collections.OrderedDict()
+        self._puts = 0
+        self._warned_maps = False
+        self._next_map_check = _MAP_CHECK_FIRST  # (in puts)
+        self._last_maps = None  # (puts, maps) at the last count
+        self._maps_per_put = 1.0  # the most seen between two counts
 
     def get(self, h):
         exe = self.executables.get(h)
@@ -42,9 +72,54 @@ class CompilationCache:
         self.executables.move_to_end(h)
         self.remember(spec)
         while len(self.executables) > self.capacity:
-            old, _ = self.executables.popitem(last=False)
-            metrics.counter_inc("CompilationCacheEviction")
-            log.debug("lazyxla: evicted compiled graph %s", old)
+            self._evict_oldest()
+        self._puts += 1
+        if self._puts >= self._next_map_check:
+            self._keep_maps_below_the_cap()
+
+    def _evict_oldest(self) -> None:
+        old, _ = self.executables.popitem(last=False)
+        metrics.counter_inc("CompilationCacheEviction")
+        log.debug("lazyxla: evicted compiled graph %s", old)
+
+    def _keep_maps_below_the_cap(self) -> None:
+        limit = map_limit()
+        if limit is None:
+            self._next_map_check = float("inf")
+            return
+        maps = map_count()
+        if self._last_maps is not None:
+            puts, before = self._last_maps
+            self._maps_per_put = max(self._maps_per_put, (maps - before) / (self._puts - puts))
+        if maps > _MAP_HIGH * limit:
+            maps = self._evict_to(_MAP_LOW * limit, limit)
+        self._last_maps = (self._puts, maps)
+        room = _MAP_HIGH * limit - maps
+        self._next_map_check = self._puts + min(_MAP_CHECK_MAX,
+                                                max(1, int(room / (2 * self._maps_per_put))))
+
+    def _evict_to(self, target: float, limit: int) -> int:
+        """Evicts the least recently used executables until the process holds at most `target`
+        maps (or one executable is left); returns the count."""
+        evicted, maps = 0, map_count()
+        for _ in range(8):  # (each round evicts about what the estimate says is over)
+            if maps <= target or len(self.executables) <= 1:
+                break
+            per_executable = maps / len(self.executables)  # (an overestimate: the process's own
+            over = int((maps - target) / per_executable) + 1  # maps are counted in)
+            for _ in range(min(over, len(self.executables) - 1)):
+                self._evict_oldest()
+                evicted += 1
+            maps = map_count()
+        metrics.counter_inc("MapLimitEviction", evicted)
+        if not self._warned_maps:
+            self._warned_maps = True
+            warnings.warn(f"lazyxla: this process's memory maps neared the system's cap "
+                          f"(vm.max_map_count {limit}), each compiled program holding some: the "
+                          f"compilation cache evicted {evicted} of them early, to be recompiled "
+                          f"if used again; it keeps {len(self.executables)}. Raise "
+                          f"vm.max_map_count to keep more", stacklevel=5)
+        return maps
 
     def remember(self, spec) -> None:
         self.specs[spec.hash] = spec

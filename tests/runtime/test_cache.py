@@ -9,6 +9,7 @@ import torch
 
 import lazyxla
 from lazyxla import metrics
+from lazyxla.runtime import cache as cache_module
 from lazyxla.runtime import executor
 
 
@@ -37,6 +38,36 @@ def test_eviction_recompiles_never_errors(fresh_metrics):
         assert metrics.counter_value("RecompileAfterEviction") == 1
     finally:
         lazyxla.set_cache_capacity(old)
+
+
+@pytest.mark.skipif(cache_module.map_limit() is None, reason="no vm.max_map_count to read")
+def test_the_cache_keeps_the_process_below_its_memory_map_cap(fresh_metrics, monkeypatch):
+    """Every compiled program holds memory maps; at the system's cap (vm.max_map_count) LLVM could
+    not map a new one and the process died. Here the cap is set just above today's maps."""
+    d = lazyxla.device()
+    x = torch.ones(3, device=d)
+    lazyxla.sync()
+    executor.CACHE.clear()
+    base = cache_module.map_count()
+    cap = int((base + 60) / cache_module._MAP_HIGH)  # room for about 20 small programs
+    monkeypatch.setattr(cache_module, "map_limit", lambda: cap)
+    monkeypatch.setattr(executor.CACHE, "_next_map_check", 0)  # counted from the next compile,
+    monkeypatch.setattr(executor.CACHE, "_last_maps", None)     # then when half the room could
+    monkeypatch.setattr(executor.CACHE, "_maps_per_put", 10.0)  # have been used at 10 a compile
+    monkeypatch.setattr(executor.CACHE, "_warned_maps", False)
+
+    def chain(t, n):  # n ops: a program per n
+        for _ in range(n):
+            t = t.tanh() * 1.5
+        return t
+    with pytest.warns(UserWarning, match="vm.max_map_count"):
+        for n in range(1, 61):
+            assert torch.allclose(chain(x, n).cpu(), chain(torch.ones(3), n))
+            assert cache_module.map_count() <= cap * cache_module._MAP_HIGH + 30
+    assert metrics.counter_value("MapLimitEviction") > 0
+    assert 1 <= len(executor.CACHE) < 60
+    assert torch.allclose(chain(x, 1).cpu(), chain(torch.ones(3), 1))  # evicted, compiled again
+    assert "compiled programs evicted early at the memory-map cap" in lazyxla.report()
 
 
 def test_capacity_from_env(monkeypatch):
