@@ -25,21 +25,29 @@ x64 = jax.enable_x64  # context manager: with x64(True): ...
 # capped at AVX (which has no FMA) round as eager does. Matmuls and convolutions run in XLA's
 # libraries, which the cap does not touch. LAZYXLA_CPU_FMA=1 keeps the contraction.
 ROUNDING_FLAG = "--xla_cpu_max_isa=AVX"
+_ISAS_WITHOUT_FMA = ("SSE4_2", "AVX")
 
 
 def _round_like_eager() -> str:
     """Adds ROUNDING_FLAG to XLA_FLAGS before JAX's CPU backend starts (XLA reads the flags then);
     returns how this process's XLA CPU code rounds, for the report."""
     import platform
+    import re
     flags = os.environ.get("XLA_FLAGS", "")
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return "fused multiply-adds (no switch off on this architecture)"
-    if "xla_cpu_max_isa" in flags:
-        return f"as XLA_FLAGS sets it ({flags.strip()})"
+    named = re.findall(r"xla_cpu_max_isa=(\S+)", flags)
+    if named:  # (the last one counts, as for any XLA flag)
+        if named[-1].upper() in _ISAS_WITHOUT_FMA:
+            return f"each op rounded, as eager (XLA_FLAGS caps XLA's CPU code at {named[-1]})"
+        return f"fused multiply-adds (XLA_FLAGS: xla_cpu_max_isa={named[-1]})"
     if envflags.flag("LAZYXLA_CPU_FMA", False):
         return "fused multiply-adds (LAZYXLA_CPU_FMA=1)"
-    from jax._src.xla_bridge import backends_are_initialized
-    if backends_are_initialized():
+    try:
+        from jax._src.xla_bridge import backends_are_initialized
+    except ImportError:  # (a JAX without it: assume not started; the flag is then read later)
+        backends_are_initialized = lambda: False  # noqa: E731
+    if backends_are_initialized() and jax.default_backend() == "cpu":
         import warnings
         warnings.warn("lazyxla: JAX's backend started before lazyxla was imported, so XLA's CPU "
                       "code fuses multiply-adds: results can differ from eager's in the last bit, "

@@ -87,7 +87,11 @@ def test_the_rounding_cap_yields_to_the_users_choice():
     has_fma = "fma" in open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else True
     assert residue > 0 or not has_fma  # XLA's own code, fused
     residue, line, _ = _probe(XLA_FLAGS="--xla_cpu_max_isa=AVX2")
-    assert "as XLA_FLAGS sets it (--xla_cpu_max_isa=AVX2)" in line
+    assert "fused multiply-adds (XLA_FLAGS: xla_cpu_max_isa=AVX2)" in line
+    assert residue > 0 or not has_fma
+    residue, line, _ = _probe(XLA_FLAGS="--xla_cpu_max_isa=SSE4_2")
+    assert "each op rounded, as eager (XLA_FLAGS caps XLA's CPU code at SSE4_2)" in line
+    assert residue == 0
 
 
 @pytest.mark.skipif(not _X86_CPU, reason="the cap is for XLA's x86 CPU code")
