@@ -1,16 +1,17 @@
-"""What rounding like eager costs: XLA's CPU code capped at AVX (lazyxla's default on x86, so that
+"""What rounding like eager costs: XLA's CPU code capped at AVX (`LAZYXLA_CPU_FMA=0`, so that
 `a * b + c` rounds twice, as eager's kernels do; jaxenv.ROUNDING_FLAG) against XLA's fused
-multiply-adds (`LAZYXLA_CPU_FMA=1`), side by side.
+multiply-adds (the default), side by side.
 
     python -m benchmarks.cpu_rounding                        # the suite's 8 workloads and `chain`
     python -m benchmarks.cpu_rounding --jobs mlp:train,chain --seconds 10
 
-The ISA is fixed when XLA's CPU backend starts, so each setting runs in a process of its own
-(XLA on one core, as in the suite); the two processes take turns, 3 steps at a time, until
---seconds have passed and each has run 30 steps (median step). Per job each process runs the
-programs of one steady lazy-mode step (the same seeds, so the same inputs), compiled as lazyxla
-compiles them; `chain` is 10 multiply-adds over 1M float32s, one program. Outputs are compared:
-bitwise equal, or the largest difference. Writes benchmarks/results/cpu_rounding.md.
+The ISA is fixed when XLA's CPU backend starts, so each setting runs in a process of its own,
+with XLA started on one core (as in the suite) and the caller's XLA_FLAGS otherwise (a user's
+defaults: no thread flags); the two processes take turns, 3 steps at a time, until --seconds
+have passed and each has run 30 steps (median step). Per job each process runs the programs of
+one steady lazy-mode step (the same seeds, so the same inputs), compiled as lazyxla compiles
+them; `chain` is 10 multiply-adds over 1M float32s, one program. Outputs are compared: bitwise
+equal, or the largest difference. Writes benchmarks/results/cpu_rounding.md.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import time
 
 JOBS = "mlp:infer,mlp:train,transformer:infer,transformer:train,cnn:infer,cnn:train,gpt:infer,gpt:train,chain"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SETTINGS = {"capped": {}, "fused": {"LAZYXLA_CPU_FMA": "1"}}  # setting -> environment
+SETTINGS = {"capped": {"LAZYXLA_CPU_FMA": "0"}, "fused": {"LAZYXLA_CPU_FMA": "1"}}  # -> environment
 
 
 def _programs(job: str) -> list:
@@ -100,7 +101,8 @@ def measure(job: str, seconds: float, min_steps: int = 30) -> dict:
     workers = {}
     for name, env in SETTINGS.items():
         full_env = dict(os.environ, **env)
-        full_env["XLA_FLAGS"] = full_env.get("XLA_FLAGS", "").replace("--xla_cpu_max_isa=AVX", "")
+        full_env["XLA_FLAGS"] = " ".join(f for f in full_env.get("XLA_FLAGS", "").split()
+                                         if "xla_cpu_max_isa" not in f)  # (the setting decides)
         p = subprocess.Popen([sys.executable, "-m", "benchmarks.cpu_rounding", "--serve", job],
                              cwd=ROOT, env=full_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -131,6 +133,15 @@ def measure(job: str, seconds: float, min_steps: int = 30) -> dict:
             "outputs": "bitwise equal" if equal else f"differ by up to {diff:.1e}"}
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+        return platform.processor() or "unknown"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", default=JOBS, help=f"comma list of workload:mode or chain (default {JOBS})")
@@ -151,12 +162,15 @@ def main(argv=None) -> int:
         print(f"{job}: capped {r['ms']['capped']:.3f} ms, fused {r['ms']['fused']:.3f} ms, "
               f"outputs {r['outputs']}", flush=True)
     rounding = rows[0][1]["rounding"]
-    lines = ["# XLA's CPU code capped at AVX (each op rounded, as eager) against fused multiply-adds",
+    lines = ["# XLA's CPU code capped at AVX (LAZYXLA_CPU_FMA=0: each op rounded, as eager) against "
+             "fused multiply-adds (the default)",
              "", f"`python -m benchmarks.cpu_rounding --jobs {args.jobs} --seconds {args.seconds:g}` "
-             f"on {time.strftime('%Y-%m-%d %H:%M')}. One process per setting (XLA on one core), "
+             f"on {time.strftime('%Y-%m-%d %H:%M')}. One process per setting (XLA started on one core, "
+             f"XLA_FLAGS `{os.environ.get('XLA_FLAGS', '')}` besides the setting's), "
              "taking turns 3 steps at a time, at least 30 steps each (median step): the programs "
              "of one steady lazy-mode step, compiled as lazyxla compiles them. chain: 10 "
              "multiply-adds over 1M float32s.", "",
+             f"- CPU: {_cpu_model()}, {os.cpu_count()} CPUs",
              f"- capped: {rounding['capped']}", f"- fused: {rounding['fused']}", "",
              "| job | capped ms | fused ms | capped / fused | outputs |", "|---|---:|---:|---:|---|"]
     for job, r in rows:

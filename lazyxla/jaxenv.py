@@ -19,18 +19,19 @@ from lazyxla import envflags
 x64 = jax.enable_x64  # context manager: with x64(True): ...
 
 # XLA's CPU compiler fuses a*b+c into one multiply-add rounded once (LLVM's FP contraction, which
-# XLA turns on and no flag turns off); eager rounds after each op. So x*x - (x*x).max() left a
-# rounding residue at the max instead of 0, and E[x*x] - E[x]**2 of a constant dipped below 0
-# (its sqrt NaN where eager's is 0). On x86 the instruction set is the switch: XLA's kernels
-# capped at AVX (which has no FMA) round as eager does. Matmuls and convolutions run in XLA's
-# libraries, which the cap does not touch. LAZYXLA_CPU_FMA=1 keeps the contraction.
+# XLA turns on and no flag turns off); eager rounds after each op. So x*x - (x*x).max() leaves a
+# rounding residue at the max instead of 0, and E[x*x] - E[x]**2 of a constant can dip below 0
+# (its sqrt NaN where eager's is 0). On x86 the one switch is the instruction set: XLA's code
+# capped at AVX (which has no FMA) rounds as eager does, but its elementwise and transcendental
+# code then runs up to 2.2x as long (a transformer's inference step: benchmarks/cpu_rounding.py),
+# so the cap is asked for: LAZYXLA_CPU_FMA=0.
 ROUNDING_FLAG = "--xla_cpu_max_isa=AVX"
 _ISAS_WITHOUT_FMA = ("SSE4_2", "AVX")
 
 
-def _round_like_eager() -> str:
-    """Adds ROUNDING_FLAG to XLA_FLAGS before JAX's CPU backend starts (XLA reads the flags then);
-    returns how this process's XLA CPU code rounds, for the report."""
+def _cpu_rounding() -> str:
+    """How this process's XLA CPU code rounds, for the report; with LAZYXLA_CPU_FMA=0, first adds
+    ROUNDING_FLAG to XLA_FLAGS before JAX's backend starts (XLA reads the flags then)."""
     import platform
     import re
     flags = os.environ.get("XLA_FLAGS", "")
@@ -41,25 +42,23 @@ def _round_like_eager() -> str:
         if named[-1].upper() in _ISAS_WITHOUT_FMA:
             return f"each op rounded, as eager (XLA_FLAGS caps XLA's CPU code at {named[-1]})"
         return f"fused multiply-adds (XLA_FLAGS: xla_cpu_max_isa={named[-1]})"
-    if envflags.flag("LAZYXLA_CPU_FMA", False):
-        return "fused multiply-adds (LAZYXLA_CPU_FMA=1)"
+    if envflags.flag("LAZYXLA_CPU_FMA", True):
+        return "fused multiply-adds (XLA's default)"
     try:
         from jax._src.xla_bridge import backends_are_initialized
     except ImportError:  # (a JAX without it: assume not started; the flag is then read later)
         backends_are_initialized = lambda: False  # noqa: E731
     if backends_are_initialized() and jax.default_backend() == "cpu":
         import warnings
-        warnings.warn("lazyxla: JAX's backend started before lazyxla was imported, so XLA's CPU "
-                      "code fuses multiply-adds: results can differ from eager's in the last bit, "
-                      "and a difference that eager rounds to 0 may not be 0. Import lazyxla first, "
-                      f"or set XLA_FLAGS={ROUNDING_FLAG} (LAZYXLA_CPU_FMA=1 keeps fused "
-                      "multiply-adds and silences this)", stacklevel=3)
-        return "fused multiply-adds (JAX's backend started before lazyxla)"
+        warnings.warn("lazyxla: LAZYXLA_CPU_FMA=0 cannot take effect: JAX's backend started "
+                      "before lazyxla was imported, and XLA reads its flags as it starts. Import "
+                      f"lazyxla first, or set XLA_FLAGS={ROUNDING_FLAG}", stacklevel=3)
+        return "fused multiply-adds (LAZYXLA_CPU_FMA=0, but JAX's backend started before lazyxla)"
     os.environ["XLA_FLAGS"] = f"{flags} {ROUNDING_FLAG}".strip()
-    return "each op rounded, as eager (XLA's CPU code capped at AVX: no fused multiply-adds)"
+    return "each op rounded, as eager (LAZYXLA_CPU_FMA=0: XLA's CPU code capped at AVX)"
 
 
-CPU_ROUNDING = _round_like_eager()
+CPU_ROUNDING = _cpu_rounding()
 
 # JAX's runtime (its threads, the PJRT client) does not survive fork: in a child forked after it
 # started, a transfer or a program crashed the process (a DataLoader worker died with a segfault).

@@ -55,8 +55,6 @@ def render_text(rep: dict) -> str:
                      "reused enough to be compiled again optimized")
     if c.get("StagedSync"):
         lines.append(f"  syncs run in stages (their shape-varying part apart): {c['StagedSync']}")
-    if "fused" in rep.get("cpu_rounding", ""):  # (each op rounded as eager's is the default)
-        lines.append(f"  XLA's CPU code rounds: {rep['cpu_rounding']}")
     if c["PersistentCacheHit"] or c["PersistentCacheMiss"] or c["PersistentCacheCorrupt"]:
         lines.append(f"  persistent cache: {c['PersistentCacheHit']} hits, {c['PersistentCacheMiss']} "
                      f"misses, {c['PersistentCacheCorrupt']} corrupt entries recompiled")
