@@ -54,7 +54,13 @@ def _cpu_rounding() -> str:
                       "before lazyxla was imported, and XLA reads its flags as it starts. Import "
                       f"lazyxla first, or set XLA_FLAGS={ROUNDING_FLAG}", stacklevel=3)
         return "fused multiply-adds (LAZYXLA_CPU_FMA=0, but JAX's backend started before lazyxla)"
-    os.environ["XLA_FLAGS"] = f"{flags} {ROUNDING_FLAG}".strip()
+    if flags.strip() and not flags.lstrip().startswith("-"):  # XLA reads its flags from that file
+        import warnings
+        warnings.warn(f"lazyxla: LAZYXLA_CPU_FMA=0 cannot take effect: XLA_FLAGS names a file "
+                      f"({flags.strip()}); add {ROUNDING_FLAG} to it", stacklevel=3)
+        return "fused multiply-adds (LAZYXLA_CPU_FMA=0, but XLA_FLAGS names a file)"
+    # first: XLA stops reading its flags at a word without dashes (a suite's threads=1)
+    os.environ["XLA_FLAGS"] = f"{ROUNDING_FLAG} {flags}".strip()
     return "each op rounded, as eager (LAZYXLA_CPU_FMA=0: XLA's CPU code capped at AVX)"
 
 

@@ -91,6 +91,18 @@ def test_lazyxla_cpu_fma_0_rounds_each_op_as_eager():
 
 
 @pytest.mark.skipif(not _X86_CPU, reason="the cap is for XLA's x86 CPU code")
+def test_the_cap_goes_before_flags_xla_would_stop_reading_at(tmp_path):
+    # (XLA ignores what follows a word without dashes; the cap put after it did nothing)
+    residue, _, rounding, _ = _probe(LAZYXLA_CPU_FMA="0",
+                                     XLA_FLAGS="--xla_cpu_multi_thread_eigen=false threads=1")
+    assert "each op rounded" in rounding and residue == 0.0
+    flagfile = tmp_path / "xla_flags"
+    flagfile.write_text("--xla_cpu_multi_thread_eigen=false\n")
+    _, _, rounding, stderr = _probe(LAZYXLA_CPU_FMA="0", XLA_FLAGS=str(flagfile))
+    assert "XLA_FLAGS names a file" in rounding and "cannot take effect" in stderr
+
+
+@pytest.mark.skipif(not _X86_CPU, reason="the cap is for XLA's x86 CPU code")
 def test_an_isa_named_in_xla_flags_stands():
     residue, _, rounding, _ = _probe(LAZYXLA_CPU_FMA="0", XLA_FLAGS="--xla_cpu_max_isa=AVX2")
     assert "fused multiply-adds (XLA_FLAGS: xla_cpu_max_isa=AVX2)" in rounding
