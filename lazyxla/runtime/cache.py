@@ -24,7 +24,8 @@ DEFAULT_CAPACITY = 2048
 # process (vm.max_map_count, 65530 by default); the fuzz passed it, after which LLVM could not map
 # a new program ("Cannot allocate memory") and the process died. So the cache also evicts by the
 # process's map count: above _MAP_HIGH of the cap, the least recently used executables until the
-# count is below _MAP_LOW (the rest is left to the process's own maps). A count reads
+# count is below _MAP_LOW (the rest is left to the process's own maps; where evicting frees too
+# few, the maps are the process's own, and the marks move above them). A count reads
 # /proc/self/maps, 1.7 ms per 1000 maps, so it is taken when half the room left could have been
 # used at the most maps per compile seen, and at least every _MAP_CHECK_MAX compiles.
 _MAP_HIGH, _MAP_LOW = 0.6, 0.45
@@ -60,6 +61,7 @@ class CompilationCache:
         self._next_map_check = _MAP_CHECK_FIRST  # (in puts)
         self._last_maps = None  # (puts, maps) at the last count
         self._maps_per_put = 1.0  # the most seen between two counts
+        self._foreign_maps = 0  # what evicting could not bring the count below
 
     def get(self, h):
         exe = self.executables.get(h)
@@ -91,34 +93,40 @@ class CompilationCache:
         if self._last_maps is not None:
             puts, before = self._last_maps
             self._maps_per_put = max(self._maps_per_put, (maps - before) / (self._puts - puts))
-        if maps > _MAP_HIGH * limit:
-            maps = self._evict_to(_MAP_LOW * limit, limit)
+        # (maps the programs do not hold, if an eviction found some: the marks stand above them)
+        high = max(_MAP_HIGH * limit, self._foreign_maps + 0.1 * limit)
+        if maps > high:
+            maps = self._evict_to(maps, max(_MAP_LOW * limit, self._foreign_maps), limit)
         self._last_maps = (self._puts, maps)
-        room = _MAP_HIGH * limit - maps
-        self._next_map_check = self._puts + min(_MAP_CHECK_MAX,
-                                                max(1, int(room / (2 * self._maps_per_put))))
+        self._next_map_check = self._puts + min(_MAP_CHECK_MAX, max(
+            1, int((high - maps) / (2 * self._maps_per_put))))
 
-    def _evict_to(self, target: float, limit: int) -> int:
+    def _evict_to(self, maps: int, target: float, limit: int) -> int:
         """Evicts the least recently used executables until the process holds at most `target`
-        maps (or one executable is left); returns the count."""
-        evicted, maps = 0, map_count()
+        maps, one executable is left, or evicting frees too few maps to be what holds them;
+        returns the process's map count after."""
+        evicted = 0
         for _ in range(8):  # (each round evicts about what the estimate says is over)
             if maps <= target or len(self.executables) <= 1:
                 break
             per_executable = maps / len(self.executables)  # (an overestimate: the process's own
-            over = int((maps - target) / per_executable) + 1  # maps are counted in)
-            for _ in range(min(over, len(self.executables) - 1)):
+            n = min(int((maps - target) / per_executable) + 1,  # maps are counted in)
+                    len(self.executables) - 1)
+            for _ in range(n):
                 self._evict_oldest()
-                evicted += 1
-            maps = map_count()
+            evicted += n
+            before, maps = maps, map_count()
+            if before - maps < n:  # (under a map per program freed: the rest is not theirs)
+                self._foreign_maps = maps
+                break
         metrics.counter_inc("MapLimitEviction", evicted)
         if not self._warned_maps:
             self._warned_maps = True
             warnings.warn(f"lazyxla: this process's memory maps neared the system's cap "
-                          f"(vm.max_map_count {limit}), each compiled program holding some: the "
-                          f"compilation cache evicted {evicted} of them early, to be recompiled "
-                          f"if used again; it keeps {len(self.executables)}. Raise "
-                          f"vm.max_map_count to keep more", stacklevel=5)
+                          f"(vm.max_map_count {limit}: {maps} maps), each compiled program "
+                          f"holding some: the compilation cache evicted {evicted} of them early, "
+                          f"to be recompiled if used again; it keeps {len(self.executables)}. "
+                          f"Raise vm.max_map_count to keep more", stacklevel=5)
         return maps
 
     def remember(self, spec) -> None:

@@ -70,6 +70,28 @@ def test_the_cache_keeps_the_process_below_its_memory_map_cap(fresh_metrics, mon
     assert "compiled programs evicted early at the memory-map cap" in lazyxla.report()
 
 
+def test_maps_the_programs_do_not_hold_do_not_empty_the_cache(fresh_metrics, monkeypatch):
+    """A process whose own maps (memory-mapped files, say) pass the mark: evicting frees none, so
+    the cache stops after one round and does not evict again at every compile."""
+    d = lazyxla.device()
+    x = torch.ones(3, device=d)
+    lazyxla.sync()
+    executor.CACHE.clear()
+    monkeypatch.setattr(cache_module, "map_limit", lambda: 1000)
+    monkeypatch.setattr(cache_module, "map_count", lambda: 900)  # the process's own, not programs'
+    monkeypatch.setattr(executor.CACHE, "_next_map_check", 0)
+    monkeypatch.setattr(executor.CACHE, "_last_maps", None)
+    monkeypatch.setattr(executor.CACHE, "_foreign_maps", 0)
+    monkeypatch.setattr(executor.CACHE, "_warned_maps", True)
+    for n in range(1, 31):
+        y = x
+        for _ in range(n):
+            y = (y * 0.5).cos()
+        y.cpu()
+    assert metrics.counter_value("MapLimitEviction") <= 2  # one round, at the first count
+    assert len(executor.CACHE) >= 28
+
+
 def test_capacity_from_env(monkeypatch):
     from lazyxla.runtime.cache import CompilationCache
     monkeypatch.setenv("LAZYXLA_COMPILATION_CACHE_SIZE", "7")
