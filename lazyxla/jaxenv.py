@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import collections
 import os
+import platform
+import re
 import time
+import warnings
 
 import numpy as np
 import ml_dtypes
@@ -32,8 +35,6 @@ _ISAS_WITHOUT_FMA = ("SSE4_2", "AVX")
 def _cpu_rounding() -> str:
     """How this process's XLA CPU code rounds, for the report; with LAZYXLA_CPU_FMA=0, first adds
     ROUNDING_FLAG to XLA_FLAGS before JAX's backend starts (XLA reads the flags then)."""
-    import platform
-    import re
     flags = os.environ.get("XLA_FLAGS", "")
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return "fused multiply-adds (no switch off on this architecture)"
@@ -49,13 +50,11 @@ def _cpu_rounding() -> str:
     except ImportError:  # (a JAX without it: assume not started; the flag is then read later)
         backends_are_initialized = lambda: False  # noqa: E731
     if backends_are_initialized() and jax.default_backend() == "cpu":
-        import warnings
         warnings.warn("lazyxla: LAZYXLA_CPU_FMA=0 cannot take effect: JAX's backend started "
                       "before lazyxla was imported, and XLA reads its flags as it starts. Import "
                       f"lazyxla first, or set XLA_FLAGS={ROUNDING_FLAG}", stacklevel=3)
         return "fused multiply-adds (LAZYXLA_CPU_FMA=0, but JAX's backend started before lazyxla)"
     if flags.strip() and not flags.lstrip().startswith("-"):  # XLA reads its flags from that file
-        import warnings
         warnings.warn(f"lazyxla: LAZYXLA_CPU_FMA=0 cannot take effect: XLA_FLAGS names a file "
                       f"({flags.strip()}); add {ROUNDING_FLAG} to it", stacklevel=3)
         return "fused multiply-adds (LAZYXLA_CPU_FMA=0, but XLA_FLAGS names a file)"
