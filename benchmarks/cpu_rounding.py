@@ -33,7 +33,6 @@ SETTINGS = {"capped": {"LAZYXLA_CPU_FMA": "0"}, "fused": {"LAZYXLA_CPU_FMA": "1"
 def _programs(job: str) -> list:
     """[(executable, arguments)] of one steady step of `job`, compiled as lazyxla compiles."""
     import jax
-    import numpy as np
     from lazyxla.jaxenv import x64
     from lazyxla.runtime import compiler
     if job == "chain":
@@ -45,14 +44,11 @@ def _programs(job: str) -> list:
             return x
         args = [jnp.linspace(0, 1, 1 << 20, dtype=jnp.float32), jnp.full((1 << 20,), 0.999, jnp.float32)]
         return [(jax.jit(chain).lower(*args).compile(compiler_options=compiler.compile_options()), args)]
-    from benchmarks.opt_level import _captured_programs
+    from benchmarks.opt_level import _captured_programs, executable_arguments
     out = []
     with x64(True):
         for spec, inputs in _captured_programs(job, 1):
-            feed = compiler._feeder(spec)
-            args = [jax.device_put(a) if isinstance(a, np.ndarray) else a
-                    for a in (feed(inputs) if feed else inputs)]
-            out.append((compiler.compile_spec(spec).compiled, args))
+            out.append((compiler.compile_spec(spec).compiled, executable_arguments(spec, inputs)))
     return out
 
 
@@ -98,6 +94,7 @@ def _reply(p) -> dict:
 
 def measure(job: str, seconds: float, min_steps: int = 30) -> dict:
     import numpy as np
+    from benchmarks.opt_level import how_far
     workers = {}
     for name, env in SETTINGS.items():
         full_env = dict(os.environ, **env)
@@ -124,13 +121,9 @@ def measure(job: str, seconds: float, min_steps: int = 30) -> dict:
             p.wait(timeout=60)
             with np.load(path) as z:
                 outs[name] = [z[k] for k in sorted(z.files, key=lambda k: int(k.split("_")[1]))]
-    pairs = list(zip(outs["capped"], outs["fused"]))
-    equal = all(np.array_equal(a, b, equal_nan=True) for a, b in pairs)
-    diff = max((float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-                for a, b in pairs if a.size and a.dtype.kind == "f"), default=0.0)
     return {"ms": {name: statistics.median(t) * 1e3 for name, t in times.items()},
             "rounding": {name: r for name, (_, r) in workers.items()},
-            "outputs": "bitwise equal" if equal else f"differ by up to {diff:.1e}"}
+            "outputs": how_far(list(zip(outs["capped"], outs["fused"])))}
 
 
 def _cpu_model() -> str:

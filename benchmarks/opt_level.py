@@ -96,9 +96,7 @@ def measure(job: str, seconds: float, lengths: int, min_steps: int = 30) -> dict
     compile_s = dict.fromkeys(levels, 0.0)
     with x64(True):
         for spec, inputs in programs:
-            feed = compiler._feeder(spec)
-            args = [jax.device_put(a) if isinstance(a, np.ndarray) else a
-                    for a in (feed(inputs) if feed else inputs)]
+            args = executable_arguments(spec, inputs)
             best = {}
             for lv in levels + levels[::-1]:  # twice each, in both orders: the faster counts
                 # lowered afresh: JAX keeps what it compiled per lowered module and options
@@ -118,15 +116,31 @@ def measure(job: str, seconds: float, lengths: int, min_steps: int = 30) -> dict
     outs = {lv: [[np.asarray(o) for o in program] for program in run(lv)] for lv in levels}
     same = {}
     for lv in ("3", "quick"):
-        pairs = [(a, b) for pa, pb in zip(outs["2"], outs[lv]) for a, b in zip(pa, pb)]
-        diff = max((float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-                    for a, b in pairs if a.size and a.dtype.kind == "f"), default=0.0)
-        equal = all(np.array_equal(a, b, equal_nan=True) for a, b in pairs)
-        same[lv] = "bitwise equal" if equal else f"differ by up to {diff:.1e}"
+        same[lv] = how_far([(a, b) for pa, pb in zip(outs["2"], outs[lv]) for a, b in zip(pa, pb)])
     run_ms = alternating_medians_ms(run, levels, seconds, min_steps)
     return {"programs": len(programs), "same_3": same["3"], "same_quick": same["quick"],
             **{f"compile_s_{lv}": compile_s[lv] for lv in levels},
             **{f"run_ms_{lv}": run_ms[lv] for lv in levels}}
+
+
+def executable_arguments(spec, inputs) -> list:
+    """A captured program's inputs as its executable takes them, already device arrays."""
+    import jax
+    import numpy as np
+    from lazyxla.runtime import compiler
+    feed = compiler._feeder(spec)
+    return [jax.device_put(a) if isinstance(a, np.ndarray) else a
+            for a in (feed(inputs) if feed else inputs)]
+
+
+def how_far(pairs) -> str:
+    """'bitwise equal', or how far apart the float arrays of (a, b) pairs are at most."""
+    import numpy as np
+    if all(np.array_equal(a, b, equal_nan=True) for a, b in pairs):
+        return "bitwise equal"
+    diff = max((float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                for a, b in pairs if a.size and a.dtype.kind == "f"), default=0.0)
+    return f"differ by up to {diff:.1e}"
 
 
 def alternating_medians_ms(run, variants, seconds: float, min_runs: int) -> dict:

@@ -8,13 +8,14 @@ new shape is a new program, so such a loop compiled its whole step at every step
 At a cut that misses its exact structure, the graph is compared with the last graph seen with
 the same ops and wiring (shapes and attributes left out). An op varies when its own shape, its
 attributes or the shapes of its inputs differ from that graph's (so a loop whose first steps
-vary more, a new prompt length after another, settles on the part that varies from step to step). When the ops that vary are few
-(at most max(16, a quarter of the ops), with at least 16 that do not), the graph runs as a short
-sequence of programs, stages, each holding only ops that vary or only ops that do not. An op's
-stage is the latest of its inputs' stages, one later where it is of the other kind, so each
-program needs only the results of earlier ones. The stable stages keep their structure from step
-to step and hit the cache; only the small varying ones compile. Results handed from one stage to
-the next are device arrays (a stage boundary costs a program launch; fusion stops there).
+vary more, a new prompt length after another, settles on the part that varies from step to
+step). When the ops that vary are few (at most max(16, a quarter of the ops), with at least 16
+that do not), the graph runs as a short sequence of programs, stages, each holding only ops that
+vary or only ops that do not. An op's stage is the latest of its inputs' stages, one later where
+it is of the other kind, so each program needs only the results of earlier ones. The stable
+stages keep their structure from step to step and hit the cache; only the small varying ones
+compile. Results handed from one stage to the next are device arrays (a stage boundary costs a
+program launch; fusion stops there).
 LAZYXLA_SPLIT_VARYING_SHAPES=0 keeps every graph one program.
 """
 from __future__ import annotations
