@@ -74,12 +74,12 @@ class CompilationCache:
         self.executables.move_to_end(h)
         self.remember(spec)
         while len(self.executables) > self.capacity:
-            self._evict_oldest()
+            self.evict_oldest()
         self._puts += 1
         if self._puts >= self._next_map_check:
             self._keep_maps_below_the_cap()
 
-    def _evict_oldest(self) -> None:
+    def evict_oldest(self) -> None:
         old, _ = self.executables.popitem(last=False)
         metrics.counter_inc("CompilationCacheEviction")
         log.debug("lazyxla: evicted compiled graph %s", old)
@@ -113,7 +113,7 @@ class CompilationCache:
             n = min(int((maps - target) / per_executable) + 1,  # maps are counted in)
                     len(self.executables) - 1)
             for _ in range(n):
-                self._evict_oldest()
+                self.evict_oldest()
             evicted += n
             before, maps = maps, map_count()
             if before - maps < n:  # (under a map per program freed: the rest is not theirs)

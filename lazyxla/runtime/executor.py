@@ -48,8 +48,7 @@ def set_cache_capacity(n: int) -> None:
                          f"executable, got {n}")
     CACHE.capacity = n
     while len(CACHE.executables) > n:
-        CACHE.executables.popitem(last=False)
-        metrics.counter_inc("CompilationCacheEviction")
+        CACHE.evict_oldest()
 
 
 def executable_for(spec, shape_variant: bool = False):
