@@ -1,6 +1,7 @@
-"""Lazy mode with glibc's malloc defaults against the settings README's "Host memory on the CPU
-backend" gives (read by glibc at process start, so each side runs in its own process; the two
-alternate, round after round, so a slow phase of the machine does not decide one side).
+"""Lazy mode with glibc's malloc defaults (LAZYXLA_HOST_MALLOC=0) against the setting lazyxla makes
+at import (lazyxla/host_malloc.py: freed memory kept for the next run). Each side runs in its own
+process; the two alternate, round after round, so a slow phase of the machine does not decide one
+side.
 
     python -m benchmarks.host_malloc                          # the suite's 8 workloads, 2 rounds
     python -m benchmarks.host_malloc --jobs cnn:infer,gpt:train --rounds 3
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import resource
 import statistics
 import sys
 import time
 
-RECIPE = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": "1073741824", "MALLOC_MMAP_MAX_": "0"}
+SIDES = {False: {"LAZYXLA_HOST_MALLOC": "0"}, True: {"LAZYXLA_HOST_MALLOC": "1"}}  # kept: True
 JOBS = "mlp:infer,mlp:train,transformer:infer,transformer:train,cnn:infer,cnn:train,gpt:infer,gpt:train"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -37,17 +39,22 @@ def child(workload: str, mode: str, seconds: float) -> dict:
         t = time.perf_counter()
         runner.block(runner.step())
         times.append(time.perf_counter() - t)
-    return {"median_ms": statistics.median(times) * 1e3, "faults_per_step": (faults() - f0) / len(times),
+    from lazyxla.jaxenv import HOST_MEMORY
+    return {"host_memory": HOST_MEMORY, "median_ms": statistics.median(times) * 1e3, "faults_per_step": (faults() - f0) / len(times),
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "steps": len(times)}
 
 
-def _run(workload, mode, seconds, recipe: bool) -> dict:
+def _run(workload, mode, seconds, kept: bool) -> dict:
     from benchmarks.suite import _env, run_child
     env = {k: v for k, v in _env(1).items() if not k.startswith("MALLOC_")}
-    if recipe:
-        env.update(RECIPE)
+    env.update(SIDES[kept])
     return run_child("benchmarks.host_malloc", ["--child", workload, mode, str(seconds)], env,
                      f"{workload} {mode}")
+
+
+def _cpu() -> str:
+    from benchmarks.cpu_rounding import _cpu_model
+    return f"{_cpu_model()}, {os.cpu_count()} CPUs"
 
 
 def main(argv=None) -> int:
@@ -70,19 +77,24 @@ def main(argv=None) -> int:
     for workload, mode in jobs:
         runs = {False: [], True: []}
         for _ in range(args.rounds):
-            for recipe in (False, True):
-                runs[recipe].append(_run(workload, mode, args.seconds, recipe))
-        med = {r: {k: statistics.median(x[k] for x in runs[r]) for k in runs[r][0]} for r in runs}
+            for kept in (False, True):
+                runs[kept].append(_run(workload, mode, args.seconds, kept))
+        for kept, r in runs.items():  # (each side must be what it says)
+            if {x["host_memory"].startswith("freed memory kept") for x in r} != {kept}:
+                raise RuntimeError(f"{workload} {mode}: host memory {r[0]['host_memory']!r}")
+        med = {r: {k: statistics.median(x[k] for x in runs[r]) for k in runs[r][0] if k != "host_memory"}
+               for r in runs}
         rows.append((workload, mode, med[False], med[True]))
         print(f"{workload} {mode}: {med[False]['median_ms']:.2f} -> {med[True]['median_ms']:.2f} ms", flush=True)
-    lines = ["# Lazy mode: glibc's malloc defaults against README's settings", "",
+    from lazyxla.host_malloc import SETTINGS
+    lines = ["# Lazy mode: glibc's malloc defaults against lazyxla's setting (freed memory kept)", "",
              f"`python -m benchmarks.host_malloc --jobs {args.jobs} --rounds {args.rounds}` on "
-             f"{time.strftime('%Y-%m-%d %H:%M')}; settings: "
-             + " ".join(f"{k}={v}" for k, v in RECIPE.items())
+             f"{time.strftime('%Y-%m-%d %H:%M')}, {_cpu()}; defaults: LAZYXLA_HOST_MALLOC=0; kept: "
+             "lazyxla's mallopt at import, " + " ".join(f"{k}={v}" for k, _, v in SETTINGS)
              + f". One core for XLA, as in the suite; each side in its own process, alternating; "
              f"medians over {args.rounds} rounds of each process's median step.", "",
-             "| workload | mode | defaults ms | settings ms | ratio | page faults a step, defaults | "
-             "settings | peak RSS MB, defaults | settings |",
+             "| workload | mode | defaults ms | kept ms | kept / defaults | page faults a step, defaults | "
+             "kept | peak RSS MB, defaults | kept |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for workload, mode, d, s in rows:
         lines.append(f"| {workload} | {mode} | {d['median_ms']:.2f} | {s['median_ms']:.2f} | "

@@ -449,6 +449,11 @@ def run_dynamic(job):
     return out
 
 
+def _warm_lazyxla():
+    import lazyxla  # noqa: F401  (first, as a user's script: its XLA flags and malloc settings
+    _warm_jax()     # are made before JAX's backend starts)
+
+
 def _warm_jax():
     import jax
     import jax.numpy as jnp
@@ -463,7 +468,7 @@ def _warm_torch_xla():
     (t @ t + 1).cpu()
 
 
-_XLA_RUNTIMES = {"lazy": _warm_jax, "compiled": _warm_jax, "torchax": _warm_jax,
+_XLA_RUNTIMES = {"lazy": _warm_lazyxla, "compiled": _warm_lazyxla, "torchax": _warm_jax,
                  "torch_xla_lazy": _warm_torch_xla, "torch_xla": _warm_torch_xla}
 
 

@@ -17,7 +17,7 @@ import ml_dtypes
 import jax
 import torch
 
-from lazyxla import envflags
+from lazyxla import envflags, host_malloc
 
 x64 = jax.enable_x64  # context manager: with x64(True): ...
 
@@ -30,6 +30,15 @@ x64 = jax.enable_x64  # context manager: with x64(True): ...
 # so the cap is asked for: LAZYXLA_CPU_FMA=0.
 ROUNDING_FLAG = "--xla_cpu_max_isa=AVX"
 _ISAS_WITHOUT_FMA = ("SSE4_2", "AVX")
+
+
+def _backend_started() -> bool:
+    """Whether JAX's backend (its client, its threads) has started: XLA has read its flags then."""
+    try:
+        from jax._src.xla_bridge import backends_are_initialized
+    except ImportError:  # (a JAX without it: assume not started)
+        return False
+    return backends_are_initialized()
 
 
 def _cpu_rounding() -> str:
@@ -45,11 +54,7 @@ def _cpu_rounding() -> str:
         return f"fused multiply-adds (XLA_FLAGS: xla_cpu_max_isa={named[-1]})"
     if envflags.flag("LAZYXLA_CPU_FMA", True):
         return "fused multiply-adds (XLA's default)"
-    try:
-        from jax._src.xla_bridge import backends_are_initialized
-    except ImportError:  # (a JAX without it: assume not started; the flag is then read later)
-        backends_are_initialized = lambda: False  # noqa: E731
-    if backends_are_initialized() and jax.default_backend() == "cpu":
+    if _backend_started() and jax.default_backend() == "cpu":
         warnings.warn("lazyxla: LAZYXLA_CPU_FMA=0 cannot take effect: JAX's backend started "
                       "before lazyxla was imported, and XLA reads its flags as it starts. Import "
                       f"lazyxla first, or set XLA_FLAGS={ROUNDING_FLAG}", stacklevel=3)
@@ -64,6 +69,23 @@ def _cpu_rounding() -> str:
 
 
 CPU_ROUNDING = _cpu_rounding()
+
+
+def _cpu_backend_expected() -> bool:
+    """Whether JAX will run on the CPU, judged without starting its backend: JAX_PLATFORMS's first
+    platform, or else no accelerator plugin installed (JAX takes an accelerator when it has one)."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+    if platforms:
+        return platforms.split(",")[0].strip().lower() == "cpu"
+    if _backend_started():
+        return jax.default_backend() == "cpu"
+    import importlib.metadata
+    import importlib.util
+    return (importlib.util.find_spec("jax_plugins") is None
+            and not importlib.metadata.entry_points(group="jax_plugins"))
+
+
+HOST_MEMORY = host_malloc.keep_freed_memory(_cpu_backend_expected())
 
 # JAX's runtime (its threads, the PJRT client) does not survive fork: in a child forked after it
 # started, a transfer or a program crashed the process (a DataLoader worker died with a segfault).

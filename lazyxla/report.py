@@ -37,6 +37,7 @@ def collect() -> dict:
         "fallbacks": [{"op": op, "count": sum(sites.values()), "sites": sites}
                       for op, sites in sorted(metrics.fallback_sites().items())],
         "cpu_rounding": jaxenv.CPU_ROUNDING,
+        "host_memory": jaxenv.HOST_MEMORY,
     }
 
 
