@@ -281,6 +281,10 @@ def render(meta, results) -> str:
     if rounding:
         L.append(f"- lazyxla's XLA CPU code: {'; '.join(rounding)} (benchmarks/cpu_rounding.py "
                  "measures what that costs)")
+    host = sorted({r["host_memory"] for r in results if r.get("host_memory")})
+    if host:
+        L.append(f"- lazyxla's host memory: {'; '.join(host)} (benchmarks/host_malloc.py measures "
+                 "what that gains; the eager and inductor processes keep glibc's defaults)")
     la0, la1 = meta["loadavg_start"], meta["loadavg_end"]
     L.append(f"- Load average (1/5/15 min): start {la0[0]:.2f}/{la0[1]:.2f}/{la0[2]:.2f}, "
              f"end {la1[0]:.2f}/{la1[1]:.2f}/{la1[2]:.2f}; max seen {meta['max_loadavg']:.2f} "

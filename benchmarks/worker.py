@@ -212,8 +212,8 @@ class Runner:
         out["compiles_steady"] = self.compiles() - out["compiles_warm"]
         if self.system in ("lazy", "compiled"):
             out["counters"] = counters()
-            from lazyxla.jaxenv import CPU_ROUNDING
-            out["cpu_rounding"] = CPU_ROUNDING
+            from lazyxla.jaxenv import CPU_ROUNDING, HOST_MEMORY
+            out["cpu_rounding"], out["host_memory"] = CPU_ROUNDING, HOST_MEMORY
             out["direct"] = dict(_stats(times.pop("direct")), executables=len(self.captured))
             out["direct"]["cold"] = _stats(times.pop("direct_cold"))
             out["direct"]["polled"] = _stats(times.pop("direct_polled"))
@@ -450,8 +450,8 @@ def run_dynamic(job):
 
 
 def _warm_lazyxla():
-    import lazyxla  # noqa: F401  (first, as a user's script: its XLA flags and malloc settings
-    _warm_jax()     # are made before JAX's backend starts)
+    import lazyxla  # noqa: F401  (first, as a user's script: its XLA flags are set before JAX's
+    _warm_jax()     # backend starts)
 
 
 def _warm_jax():
