@@ -126,13 +126,15 @@ def measure(job: str, seconds: float, min_steps: int = 30) -> dict:
             "outputs": how_far(list(zip(outs["capped"], outs["fused"])))}
 
 
-def _cpu_model() -> str:
+def cpu_description() -> str:
+    """The CPU model and count, for a report's header."""
     try:
         with open("/proc/cpuinfo") as f:
-            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+            model = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
     except (OSError, StopIteration):
         import platform
-        return platform.processor() or "unknown"
+        model = platform.processor() or "unknown"
+    return f"{model}, {os.cpu_count()} CPUs"
 
 
 def main(argv=None) -> int:
@@ -163,7 +165,7 @@ def main(argv=None) -> int:
              "taking turns 3 steps at a time, at least 30 steps each (median step): the programs "
              "of one steady lazy-mode step, compiled as lazyxla compiles them. chain: 10 "
              "multiply-adds over 1M float32s.", "",
-             f"- CPU: {_cpu_model()}, {os.cpu_count()} CPUs",
+             f"- CPU: {cpu_description()}",
              f"- capped: {rounding['capped']}", f"- fused: {rounding['fused']}", "",
              "| job | capped ms | fused ms | capped / fused | outputs |", "|---|---:|---:|---:|---|"]
     for job, r in rows:

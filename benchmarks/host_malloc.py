@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import resource
 import statistics
@@ -40,7 +39,8 @@ def child(workload: str, mode: str, seconds: float) -> dict:
         runner.block(runner.step())
         times.append(time.perf_counter() - t)
     from lazyxla.jaxenv import HOST_MEMORY
-    return {"host_memory": HOST_MEMORY, "median_ms": statistics.median(times) * 1e3, "faults_per_step": (faults() - f0) / len(times),
+    return {"host_memory": HOST_MEMORY, "median_ms": statistics.median(times) * 1e3,
+            "faults_per_step": (faults() - f0) / len(times),
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "steps": len(times)}
 
 
@@ -50,11 +50,6 @@ def _run(workload, mode, seconds, kept: bool) -> dict:
     env.update(SIDES[kept])
     return run_child("benchmarks.host_malloc", ["--child", workload, mode, str(seconds)], env,
                      f"{workload} {mode}")
-
-
-def _cpu() -> str:
-    from benchmarks.cpu_rounding import _cpu_model
-    return f"{_cpu_model()}, {os.cpu_count()} CPUs"
 
 
 def main(argv=None) -> int:
@@ -86,10 +81,11 @@ def main(argv=None) -> int:
                for r in runs}
         rows.append((workload, mode, med[False], med[True]))
         print(f"{workload} {mode}: {med[False]['median_ms']:.2f} -> {med[True]['median_ms']:.2f} ms", flush=True)
+    from benchmarks.cpu_rounding import cpu_description
     from lazyxla.host_malloc import SETTINGS
     lines = ["# Lazy mode: glibc's malloc defaults against lazyxla's setting (freed memory kept)", "",
              f"`python -m benchmarks.host_malloc --jobs {args.jobs} --rounds {args.rounds}` on "
-             f"{time.strftime('%Y-%m-%d %H:%M')}, {_cpu()}; defaults: LAZYXLA_HOST_MALLOC=0; kept: "
+             f"{time.strftime('%Y-%m-%d %H:%M')}, {cpu_description()}; defaults: LAZYXLA_HOST_MALLOC=0; kept: "
              "lazyxla's mallopt at import, " + " ".join(f"{k}={v}" for k, _, v in SETTINGS)
              + f". One core for XLA, as in the suite; each side in its own process, alternating; "
              f"medians over {args.rounds} rounds of each process's median step.", "",

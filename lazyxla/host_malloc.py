@@ -25,11 +25,11 @@ from lazyxla import envflags
 # mallopt parameters (glibc's malloc.h), each with the environment variable glibc reads at start
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
 SETTINGS = (("MALLOC_TRIM_THRESHOLD_", _M_TRIM_THRESHOLD, 1 << 30),
-            ("MALLOC_TOP_PAD_", _M_TOP_PAD, 64 << 20),  # (glibc deletes a thread's heap once empty
-            ("MALLOC_MMAP_MAX_", _M_MMAP_MAX, 0))       # unless its pad is a heap's size)
+            ("MALLOC_MMAP_MAX_", _M_MMAP_MAX, 0),
+            ("MALLOC_TOP_PAD_", _M_TOP_PAD, 64 << 20))  # (glibc deletes a thread's heap once empty
+#                                                          unless its pad is a heap's size)
 # environment settings that decide the same things: where the user set one, lazyxla sets none
-_SAME_KIND = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
-              "MALLOC_TOP_PAD_")
+_SAME_KIND = tuple(name for name, _, _ in SETTINGS) + ("MALLOC_MMAP_THRESHOLD_",)
 
 _libc = None
 
