@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import resource
 import statistics
 import sys
 import time
@@ -26,22 +25,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def child(workload: str, mode: str, seconds: float) -> dict:
     """One process: lazy mode's step, timed after warm-up."""
-    from benchmarks import worker
-    worker.start_xla_runtime("lazy", 1)
-    runner = worker.Runner({"system": "lazy", "workload": workload, "mode": mode, "threads": 1})
-    runner.setup()
-    for _ in range(5):
-        runner.block(runner.step())
-    faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt  # noqa: E731
-    f0, times, t_end = faults(), [], time.perf_counter() + seconds
-    while time.perf_counter() < t_end or len(times) < 10:
-        t = time.perf_counter()
-        runner.block(runner.step())
-        times.append(time.perf_counter() - t)
+    from benchmarks.worker import steady_state
     from lazyxla.jaxenv import HOST_MEMORY
-    return {"host_memory": HOST_MEMORY, "median_ms": statistics.median(times) * 1e3,
-            "faults_per_step": (faults() - f0) / len(times),
-            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "steps": len(times)}
+    return dict(steady_state(workload, mode, "lazy", seconds), host_memory=HOST_MEMORY)
 
 
 def _run(workload, mode, seconds, kept: bool) -> dict:

@@ -65,8 +65,8 @@ def captured_programs(step) -> list:
     step()  # the first step's own programs (an optimizer's state made) are not the steady ones
     captured, execute = [], executor.execute
 
-    def capture(program, inputs):
-        captured.append(list(inputs))
+    def capture(program, inputs):  # (the inputs the run takes as donated are kept as copies)
+        captured.append(kept_inputs(program, inputs))
         return execute(program, inputs)
     specs = []
     executable_for = executor.executable_for
@@ -80,6 +80,18 @@ def captured_programs(step) -> list:
     finally:
         executor.execute, executor.executable_for = execute, executable_for
     return list(zip(specs, captured))
+
+
+def kept_inputs(program, inputs) -> list:
+    """A program's inputs, with copies of the arrays its run consumes (Program.donated), to run
+    it again on them."""
+    import jax
+    from lazyxla.jaxenv import x64
+    kept = list(inputs)
+    with x64(True):
+        for i in program.donated:
+            kept[i] = jax.device_put(kept[i], may_alias=False)
+    return kept
 
 
 def measure(job: str, seconds: float, lengths: int, min_steps: int = 30) -> dict:

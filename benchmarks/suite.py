@@ -309,7 +309,9 @@ def render(meta, results) -> str:
              "(ru_maxrss) after the first call.")
     L.append("- direct = the executables lazyxla compiled under torch.compile for that step, called "
              "through JAX on the inputs lazyxla fed them (pre-converted device arrays), in the same "
-             "process, timed in rounds of 10 calls alternating with the system's own; its "
+             "process, timed in rounds of 10 calls alternating with the system's own; the inputs "
+             "an executable takes as donated (an in-place update's old data, which the run "
+             "consumes) are fresh copies made before each call, untimed; its "
              "first-call column is the XLA compile time (lowering + XLA) of those executables.")
     L.append("- direct, cold L2 = the same calls, each after reading an unrelated 8 MB array (not "
              "timed): the executable as any real caller sees it, with its weights no longer in the "

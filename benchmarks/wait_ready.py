@@ -26,19 +26,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def child(workload: str, mode: str, system: str, seconds: float) -> dict:
-    from benchmarks import worker
-    worker.start_xla_runtime(system, 1)
-    runner = worker.Runner({"system": system, "workload": workload, "mode": mode, "threads": 1})
-    runner.setup()
-    for _ in range(5):
-        runner.block(runner.step())
-    times, c0, t_end = [], time.process_time(), time.perf_counter() + seconds
-    while time.perf_counter() < t_end or len(times) < 10:
-        t = time.perf_counter()
-        runner.block(runner.step())
-        times.append(time.perf_counter() - t)
-    cpu = (time.process_time() - c0) / len(times)
-    return {"median_ms": statistics.median(times) * 1e3, "cpu_ms": cpu * 1e3, "steps": len(times)}
+    from benchmarks.worker import steady_state
+    return steady_state(workload, mode, system, seconds)
 
 
 def _run(job, seconds, spin_us: str | None) -> dict:

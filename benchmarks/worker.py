@@ -276,9 +276,12 @@ class Runner:
         orig = executor.execute_arguments
 
         def capture(program, arguments):  # (lazy mode's execute() calls it too)
-            with x64(True):  # pre-converted: the RNG seeds too
-                captured.append((program.compiled, [jax.device_put(a) if isinstance(a, np.ndarray)
-                                                    else a for a in arguments]))
+            with x64(True):  # pre-converted: the RNG seeds too; donated arrays are copied, since
+                # the run consumes them (each direct call is fed fresh copies: fresh_inputs)
+                captured.append((program.compiled, [
+                    jax.device_put(a) if isinstance(a, np.ndarray) else
+                    jax.device_put(a, may_alias=False) if i in program.donated else a
+                    for i, a in enumerate(arguments)], program.donated))
             return orig(program, arguments)
         executor.execute_arguments = capture
         try:
@@ -287,16 +290,37 @@ class Runner:
             executor.execute_arguments = orig
         self.captured = captured
         other = np.ones(1 << 20)
+        fresh = self.fresh_inputs()
 
         def direct():
             with x64(True):
-                jax.block_until_ready([exe(*inp) for exe, inp in captured])
+                jax.block_until_ready([exe(*inp) for (exe, _, _), inp in zip(captured, fresh)])
 
         def direct_polled():  # waiting as lazyxla.wait() does (polling first on the CPU backend)
             with x64(True):
-                wait_ready(jax.tree_util.tree_leaves([exe(*inp) for exe, inp in captured]))
-        return {"direct": direct, "direct_cold": (other.sum, direct),  # (untimed prefix, timed)
-                "direct_polled": direct_polled}
+                wait_ready(jax.tree_util.tree_leaves([exe(*inp) for (exe, _, _), inp in zip(captured, fresh)]))
+        # (untimed prefix, timed)
+        return {"direct": (fresh.refill, direct),
+                "direct_cold": (lambda: (fresh.refill(), other.sum()), direct),
+                "direct_polled": (fresh.refill, direct_polled)}
+
+    def fresh_inputs(self):
+        """The captured calls' inputs, as a list per call, with fresh copies of the arrays each
+        executable takes as donated (a run consumes them) made by `refill()`, untimed, before
+        every timed call: lazyxla's own runs donate the data their updates replace."""
+        import jax
+        from lazyxla.jaxenv import x64
+
+        class Fresh(list):
+            def refill(self):
+                with x64(True):
+                    for (_, inp, donated), now in zip(captured, self):
+                        for i in donated:
+                            now[i] = jax.device_put(inp[i], may_alias=False)
+        captured = self.captured
+        fresh = Fresh([list(inp) for _, inp, _ in captured])
+        fresh.refill()
+        return fresh
 
     def dynamo_floor(self):
         """The least any torch.compile backend can cost per call on this executable: Dynamo (frame
@@ -308,7 +332,9 @@ class Runner:
         from lazyxla.jaxenv import wait_ready, x64
         if len(self.captured) != 1:
             return None
-        (exe, inp), = self.captured
+        (exe, _, _), = self.captured
+        fresh = self.fresh_inputs()
+        inp = fresh[0]
         model, x, _, _ = make(self.workload)
         dev = self.lazyxla.device()
         model, x = model.to(dev).eval(), x.to(dev)
@@ -330,8 +356,9 @@ class Runner:
                 fm(x)
             wait_ready(jax.tree_util.tree_leaves(box))  # (waiting as lazyxla does)
         for _ in range(5):
+            fresh.refill()
             call()
-        return call
+        return (fresh.refill, call)
 
     def training_floor(self):
         """The least any torch.compile backend can cost per training step on these executables:
@@ -374,7 +401,9 @@ class Runner:
                     return [t.detach() if isinstance(t, torch.Tensor) else t for t in made]
                 return make_boxed_func(run) if boxed else run
             return compiler
-        (fw, fw_in), (bw, bw_in), (op, op_in) = self.captured
+        fresh = self.fresh_inputs()
+        (fw, _, _), (bw, _, _), (op, _, _) = self.captured
+        fw_in, bw_in, op_in = fresh
         model, x, y, loss_fn = make(self.workload)
         model, x, y = model.to(dev), x.to(dev), y.to(dev)
         backend = aot_autograd(fw_compiler=calling(fw, fw_in), bw_compiler=calling(bw, bw_in))
@@ -390,8 +419,9 @@ class Runner:
             box.clear()
             lx.sync()  # aot_autograd's write-backs of mutated inputs (BatchNorm's statistics)
         for _ in range(5):
+            fresh.refill()
             step()
-        return step
+        return (fresh.refill, step)
 
 
 def run_dynamic(job):
@@ -496,6 +526,55 @@ def write_report(lines, out) -> None:
     pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(out).write_text(text)
     print(text)
+
+
+def steady_state(workload: str, mode: str, system: str, seconds: float, probe=None) -> dict:
+    """One process's steady-state step of a lazyxla system (one core for XLA, as in the suite),
+    for the benchmarks that compare a setting side by side, a process per side: the median step,
+    CPU time (all threads) and minor page faults per step, the process's peak RSS, and the peak
+    RSS of the timed steps alone (the kernel's high-water mark reset after warm-up; None where it
+    cannot be). `probe`: a function returning {name: number} (counters), whose change over the
+    timed steps is returned per step."""
+    start_xla_runtime(system, 1)
+    runner = Runner({"system": system, "workload": workload, "mode": mode, "threads": 1})
+    runner.setup()
+    for _ in range(5):
+        runner.block(runner.step())
+    steady_peak = _reset_peak_rss()
+    faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt  # noqa: E731
+    probed = probe() if probe else {}
+    times, f0, c0 = [], faults(), time.process_time()
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end or len(times) < 10:
+        t = time.perf_counter()
+        runner.block(runner.step())
+        times.append(time.perf_counter() - t)
+    n = len(times)
+    per_step = {k: (v - probed[k]) / n for k, v in probe().items()} if probe else {}
+    return {**per_step, "median_ms": statistics.median(times) * 1e3, "cpu_ms": (time.process_time() - c0) / n * 1e3,
+            "faults_per_step": (faults() - f0) / n, "steps": n,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "steady_rss_mb": _peak_rss_mb() if steady_peak else None}
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process (Linux: /proc/self/clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _peak_rss_mb() is not None
+    except OSError:
+        return False
+
+
+def _peak_rss_mb() -> float | None:
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def start_xla_runtime(system, threads) -> int | None:

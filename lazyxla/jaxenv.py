@@ -309,6 +309,8 @@ def wait_ready(arrays) -> None:
     """Block until every array in `arrays` (a flat list of jax.Arrays) is computed, raising a
     failed computation's error."""
     global _last_wait
+    # (an array a later program took as donated is deleted: that program waits for it)
+    arrays = [a for a in arrays if not a.is_deleted()]
     spin = _spin_s if _spin_s is not None else _spin_seconds()
     if not spin:
         jax.block_until_ready(arrays)

@@ -19,7 +19,7 @@ from lazyxla.device import dispatch, rng
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
 from lazyxla.ir.node import DATA, Node as _Node
-from lazyxla.runtime import executor
+from lazyxla.runtime import donation, executor
 from . import input_items as items
 from .matcher import InputMatcher, InputStructureChanged, structure
 from .outputs import OutputHandler
@@ -153,12 +153,15 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
             # A computed output may come back as the program computed it (a channels-last
             # activation a backward program reads next); an input's new value comes as its value.
             written = {id(node) for _, node in mutated}
+            # a mutated input's old data, which every call replaces, may be donated to the program
+            donate = {id(start[j]): roots.index(node) for j, node in mutated} \
+                if donation.enabled() else None
             graph = cut(roots, frozenset(k for k, node in enumerate(handler.roots)
-                                         if id(node) not in written))
+                                         if id(node) not in written), donate=donate)
             executor.CACHE.remember(graph.spec)
             if warm_up:
                 executor.executable_for(graph.spec, dynamic)  # warm-up compile: nothing runs
-            matcher = InputMatcher(graph, args, start, sources, mutates=bool(mut_slots))
+            matcher = InputMatcher(graph, args, start, sources, frozenset(j for j, *_ in mut_slots))
             h = graph.spec.hash
             if debug_enabled():
                 _print_debug(gm, name, graph)
@@ -365,6 +368,8 @@ class Bridge:
             feed = entry.matcher(args, fed)
         except InputStructureChanged as e:
             return self._structure_changed(call_args, _retried, e)
+        if exe.donated:
+            entry.matcher.guard_donated(args, feed)
         try:
             results = executor.execute_arguments(exe, feed)
         except (TypeError, ValueError) as e:  # a tensor's shape/dtype differs from the trace's

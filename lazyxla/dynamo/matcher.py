@@ -23,7 +23,7 @@ from lazyxla import metrics
 from lazyxla.device import rng
 from lazyxla.ir import buffer as buf
 from lazyxla.jaxenv import device_scalar, relayout
-from lazyxla.runtime import executor
+from lazyxla.runtime import donation, executor
 from lazyxla.runtime.compiler import scalar_layout
 
 ARG, CONST, SEED, CPU, FED, ARG_HELD = 0, 1, 2, 3, 4, 5
@@ -62,13 +62,13 @@ def structure(args) -> Structure:
 
 class InputMatcher:
     __slots__ = ("plan", "tensor_positions", "lazy_positions",
-                 "views", "shared", "distinct")
+                 "views", "shared", "distinct", "donated")
 
-    def __init__(self, graph, args, start, cpu_sources=None, mutates=False):
+    def __init__(self, graph, args, start, cpu_sources=None, written=frozenset()):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
         cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from, or the index
-        of the fed number it stands for); mutates: the program writes an argument, so arguments
-        that were apart must stay apart."""
+        of the fed number it stands for); written: the positions of the arguments the program
+        writes (then arguments that were apart must stay apart)."""
         by_node, cpu_args = {}, {}
         for j, a in enumerate(args):
             if isinstance(a, torch.Tensor):
@@ -99,11 +99,16 @@ class InputMatcher:
             kind, v = plan[i]
             plan[i] = (kind, device_scalar(v, dt) if kind == CONST else (v, dt) if kind in (CPU, FED) else dt)
         self.plan = tuple(plan)
+        # (parameter index, argument or None) of each parameter the program takes as donated: a
+        # written argument's data, which the bridge replaces by the program's output
+        # (runtime/donation.py); None: always fed as a copy (data another argument reads too)
+        self.donated = tuple((i, plan[i][1] if plan[i][0] == ARG and plan[i][1] in written else None)
+                             for i, _ in graph.spec.donated)
         traced = structure(args)
         self.lazy_positions = tuple(j for j, _, _ in traced)
         self.views = {j: sig for j, sig, _ in traced if sig}
         self.shared = tuple((j, j0) for j, _, j0 in traced if j0 != j)
-        self.distinct = mutates
+        self.distinct = bool(written)
         self.tensor_positions = sorted({j if kind == ARG else j[0] for kind, j in plan
                                         if kind == ARG or kind == ARG_HELD})
 
@@ -113,6 +118,17 @@ class InputMatcher:
             self.check_structure(args)
             return self._feed(args, _root, fed)
         return self._feed(args, _whole_buffer, fed)  # the common case: every argument a whole buffer
+
+    def guard_donated(self, args, feed) -> None:
+        """For an executable that takes the donated parameters as such (compiler.Program.donated;
+        called after __call__, whose variables no longer hold the data): each is fed as a copy
+        where anything but its argument's buffer still holds that data (runtime/donation.py)."""
+        metrics.counter_inc("DonatedInput", len(self.donated))
+        for i, j in self.donated:
+            if j is None:
+                feed[i] = donation.copy(feed[i])
+            else:
+                donation.guard_argument(args[j].untyped_storage()._lazyxla.root, feed, i)
 
     def _feed(self, args, root_of, fed) -> list:
         """The executable's arguments for this call."""

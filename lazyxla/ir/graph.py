@@ -34,10 +34,11 @@ class GraphSpec:
     device data held transposed (Node.perm); free_outputs: the positions in `outputs` the program
     may hand back in the layout it computed them in (runtime/channels_last.py)."""
     __slots__ = ("entries", "outputs", "n_params", "key", "hash", "rng_params", "scalar_params",
-                 "n_ops", "param_perms", "free_outputs", "offset_ops", "stages")
+                 "n_ops", "param_perms", "free_outputs", "offset_ops", "stages", "donated",
+                 "param_uses")
 
     def __init__(self, entries, outputs, n_params, key, hash_, rng_params, scalar_params,
-                 param_perms=None, free_outputs=frozenset(), offset_ops=()):
+                 param_perms=None, free_outputs=frozenset(), offset_ops=(), donated=()):
         self.entries, self.outputs, self.n_params = entries, outputs, n_params
         self.key, self.hash, self.rng_params = key, hash_, rng_params
         self.scalar_params = scalar_params
@@ -49,6 +50,17 @@ class GraphSpec:
         # None, or the graph's stages when a cut with `split` runs it as several programs
         # (stages.plan: per stage, the positions among the ops of its results)
         self.stages = None
+        # ((parameter index, position in `outputs` of its new value), ...): the parameters whose
+        # device data the caller drops once the program has run, so the executable may write its
+        # outputs into their memory (donation; runtime/donation.py)
+        self.donated = donated
+        # per donated parameter, how many times the ops read it (the references its node holds)
+        self.param_uses = uses = dict.fromkeys([i for i, _ in donated], 0)
+        if uses:
+            for e in entries[n_params:]:
+                for j in e[1]:
+                    if j in uses:
+                        uses[j] += 1
 
     def text(self) -> str:
         """Readable IR, one line per node."""
@@ -108,10 +120,13 @@ _BY_ABSTRACT: dict = {}
 _epoch = 0  # cuts so far: a node whose `mark` is the current epoch was visited by this cut
 
 
-def cut(roots: list[Node], free_outputs=frozenset(), split=False) -> Graph:
+def cut(roots: list[Node], free_outputs=frozenset(), split=False, donate=None) -> Graph:
     """Roots must be distinct, non-leaf nodes. free_outputs: positions in `roots` whose values the
     program may hand back in the layout it computed them in (GraphSpec.free_outputs). split: plan
-    stages for a graph whose shapes vary in a small part (stages.py; lazy mode's syncs)."""
+    stages for a graph whose shapes vary in a small part (stages.py; lazy mode's syncs). donate:
+    {id(device data node): position in `roots` of the value that replaces it}: data the caller
+    drops once the program has run, which the program may take as donated (GraphSpec.donated)
+    where it is a parameter of the same shape and dtype as its new value."""
     global _epoch
     _epoch += 1
     done, expanding = _epoch, -_epoch  # node.mark values: visited / inputs being visited
@@ -151,8 +166,9 @@ def cut(roots: list[Node], free_outputs=frozenset(), split=False) -> Graph:
         ops.append((node.op, tuple([x.pos for x in node.inputs]),
                     k if k is not None else repr(node.attrs), node.shape, node.dtype))
     outputs = [r.pos for r in roots]
+    donated = _donated(params, roots, donate) if donate else ()
     structure = (tuple([(p.op is SCALAR, p.rng, p.shape, p.dtype, p.perm) for p in params]),
-                 tuple(ops), tuple(outputs), free_outputs)
+                 tuple(ops), tuple(outputs), free_outputs, donated)
     try:
         spec = _BY_STRUCTURE.get(structure)
     except TypeError:  # an unhashable attribute: the canonical text alone keys this graph
@@ -161,7 +177,7 @@ def cut(roots: list[Node], free_outputs=frozenset(), split=False) -> Graph:
         spec = _shared_spec(structure, params, order, outputs, free_outputs) \
             if structure is not None and flag("LAZYXLA_VARYING_STARTS", True) else None
         if spec is None:  # (a shared spec is not kept by structure: each start would add one)
-            spec = _make_spec(params, order, ops, outputs, free_outputs)
+            spec = _make_spec(params, order, ops, outputs, free_outputs, (), donated)
             if split and structure is not None and not free_outputs and _stages.enabled():
                 spec.stages = _stages.plan(structure)
             if structure is not None:
@@ -199,14 +215,27 @@ def _shared_spec(structure, params, order, outputs, free_outputs):
     if not now:  # the first graph again (its structure was dropped from _BY_STRUCTURE)
         return None
     if now != varied:
-        spec = _make_spec(params, order, structure[1], outputs, free_outputs, now)
+        spec = _make_spec(params, order, structure[1], outputs, free_outputs, now, structure[4])
         _BY_ABSTRACT[abstract] = (first, now, spec)
     return spec
 
 
-def _make_spec(params, order, ops, outputs, free_outputs, varied=()) -> GraphSpec:
+def _donated(params, roots, donate) -> tuple:
+    """GraphSpec.donated of a cut: the parameters named in `donate` whose new value is held as
+    they are (same shape and dtype, no transposed layout), so an output can take their memory."""
+    out = []
+    for p in params:
+        k = donate.get(id(p))
+        if k is not None and p.op is DATA and p.perm is None:
+            r = roots[k]
+            if r.shape == p.shape and r.dtype == p.dtype:
+                out.append((p.pos, k))
+    return tuple(out)
+
+
+def _make_spec(params, order, ops, outputs, free_outputs, varied=(), donated=()) -> GraphSpec:
     """varied: positions in `order` of the ops that take their start as a parameter, one each
-    after the graph's own."""
+    after the graph's own; donated: GraphSpec.donated."""
     entries, keyparts, rng_params, perms = [], [], [], {}
     for i, p in enumerate(params):
         kind = "S" if p.op is SCALAR else "P"
@@ -237,6 +266,8 @@ def _make_spec(params, order, ops, outputs, free_outputs, varied=()) -> GraphSpe
     key = ";".join(keyparts) + repr(text_ops) + f"->{outputs}"  # one repr: the structure, in C
     if free_outputs:
         key += f" free{sorted(free_outputs)}"
+    if donated:
+        key += f" donate{list(donated)}"
     scalars = frozenset([i for i, p in enumerate(params) if p.op is SCALAR] + list(starts.values()))
     return GraphSpec(entries, outputs, n + extra, key, strong_hash(key), tuple(rng_params), scalars,
-                     perms, frozenset(free_outputs), varied)
+                     perms, frozenset(free_outputs), varied, donated)

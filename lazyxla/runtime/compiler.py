@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -92,10 +93,14 @@ class Program:
     `strict`: each run waits for them and raises (else they are reported at the next read).
     `compiled` is replaced once by the optimized executable when the program was compiled quick
     (tiering.py), so callers look it up at each call."""
-    __slots__ = ("compiled", "feed", "checks", "strict", "upgrade", "out_perms")
+    __slots__ = ("compiled", "feed", "checks", "strict", "upgrade", "out_perms", "donated")
 
-    def __init__(self, compiled, feed, checks=(), strict=False, upgrade=None, out_perms=None):
+    def __init__(self, compiled, feed, checks=(), strict=False, upgrade=None, out_perms=None,
+                 donated=()):
         self.compiled, self.feed, self.checks, self.strict = compiled, feed, checks, strict
+        # the positions of the arguments the executable takes as donated (GraphSpec.donated): a
+        # caller that runs it again on the same arguments must feed fresh copies of those
+        self.donated = donated
         self.upgrade = upgrade  # a quick compile's tiering.Upgrade, until the optimized one runs
         # None, or per output: the perm its array holds its value transposed by (Node.perm)
         self.out_perms = out_perms
@@ -179,33 +184,42 @@ def compile_options() -> dict:
     return {_OPT_LEVEL_FLAG: _CPU_OPT_LEVEL}
 
 
-def compile_spec(spec, quick: bool = False) -> Program:
+def compile_spec(spec, quick: bool = False, donate: bool = True) -> Program:
     """Lower and compile; counts CompileTime. `quick`: compiled with tiering.QUICK_OPTIONS, and
-    optimized later if it is reused."""
+    optimized later if it is reused. `donate=False`: the spec's donated parameters are not donated
+    (for a caller that runs the executable again on the same arguments: benchmarks). Nor are they
+    under strict index checks, whose error after a run keeps the inputs' values."""
     check_not_forked()
     checked = registry.index_checks_enabled()
+    strict = registry.index_checks_mode() == "strict"
+    donate = donate and not strict
     with metrics.timed("CompileTime"), x64(True):
-        lowered, checks, out_perms = _lower(spec, checked)
+        lowered, checks, out_perms = _lower(spec, checked, donate)
         compiled = lowered.compile(compiler_options=tiering.QUICK_OPTIONS if quick else compile_options())
     upgrade = None
     if quick:  # (lowered again for the upgrade: a kept Lowered held 1.3 MB per dynamic length)
-        upgrade = tiering.Upgrade(functools.partial(_lower_again, spec, checked, checks, out_perms),
-                                  compile_options(), spec.hash)
-    return Program(compiled, _feeder(spec), checks, registry.index_checks_mode() == "strict", upgrade,
-                   out_perms)
+        upgrade = tiering.Upgrade(functools.partial(_lower_again, spec, checked, checks, out_perms,
+                                                    donate), compile_options(), spec.hash)
+    return Program(compiled, _feeder(spec), checks, strict, upgrade, out_perms,
+                   tuple(i for i, _ in spec.donated) if donate else ())
 
 
-def _lower(spec, checked: bool):
+def _lower(spec, checked: bool, donate: bool = True):
     """(jax's Lowered program, the (op name, kind) of its check flags, its outputs' layouts: None
     where every output comes as its value, else a perm or None per output)."""
     checks = [] if checked else None
     out_perms: list = []
-    lowered = jax.jit(build_function(spec, checks, out_perms)).lower(*param_avals(spec))
+    donate = tuple(i for i, _ in spec.donated) if donate else ()
+    with warnings.catch_warnings():  # (a backend that cannot alias an output to a donated input
+        # says so once per program; the program is correct either way)
+        warnings.filterwarnings("ignore", "Some donated buffers were not usable")
+        lowered = jax.jit(build_function(spec, checks, out_perms), donate_argnums=donate).lower(
+            *param_avals(spec))
     return lowered, tuple(checks or ()), (tuple(out_perms) if any(out_perms) else None)
 
 
-def _lower_again(spec, checked: bool, checks: tuple, out_perms):
-    lowered, again, perms = _lower(spec, checked)
+def _lower_again(spec, checked: bool, checks: tuple, out_perms, donate: bool):
+    lowered, again, perms = _lower(spec, checked, donate)
     if again != checks or perms != out_perms:  # (the optimized program must fill the flags and
         # hand back the layouts its Program reads)
         raise LoweringError(f"graph {spec.hash} lowered with other check flags or output layouts "

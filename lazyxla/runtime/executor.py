@@ -24,7 +24,7 @@ from lazyxla.jaxenv import (check_not_forked, clear_scalar_cache, np_dtype, put_
                             wait_ready, x64)
 from lazyxla.lowering import registry
 from .cache import CompilationCache
-from . import tiering
+from . import donation, tiering
 from .compiler import compile_spec
 
 log = logging.getLogger("lazyxla")
@@ -120,7 +120,8 @@ def execute_arguments(program, arguments):
     metrics.metric_add("ExecuteTime", _now() - t0)
     _inflight.extend([_weakref(a) for a in outs])
     if len(_inflight) > _INFLIGHT_PRUNE:
-        _prune(_inflight, lambda r: (a := r()) is not None and not a.is_ready())
+        # (an array a later program took as donated is deleted: nothing to wait for)
+        _prune(_inflight, lambda r: (a := r()) is not None and not a.is_deleted() and not a.is_ready())
     return outs
 
 
@@ -203,6 +204,9 @@ def sync_buffers(buffers) -> None:
 
 
 def _sync_buffers(buffers) -> None:
+    # Donation (runtime/donation.py) only where nothing stays pending: an op of the program that
+    # reads a donated input could still be read by pending work left out of a partial sync.
+    every_pending = len(buffers) >= len(buf.PENDING)
     buffers = [b for b in buffers if b.node.op is not DATA]
     for b in buffers:
         if b.node.op is SCALAR:  # a buffer filled from a runtime scalar: nothing to compile
@@ -213,13 +217,16 @@ def _sync_buffers(buffers) -> None:
     if len(roots) == 1 and not roots[0].inputs and len(buffers) >= len(buf.PENDING):
         outs = _factory_results(roots[0])
     else:
-        graph = cut(roots, split=True)
+        # the buffers' old data, which this sync replaces, may be donated to the program
+        donate, holders = donation.sync_candidates(buffers, roots) \
+            if every_pending and donation.enabled() else (None, None)
+        graph = cut(roots, split=True, donate=donate)
         if len(buffers) < len(buf.PENDING):
             kept, computed = _needed_later(graph, roots, buffers)
             buffers += computed
             if kept:
                 roots = roots + kept
-                graph = cut(roots, split=True)
+                graph = cut(roots, split=True, donate=donate)
         if graph.stages is not None:  # its shape-varying part apart (ir/stages.py)
             metrics.counter_inc("StagedSync")
             for results in graph.stages:
@@ -227,7 +234,7 @@ def _sync_buffers(buffers) -> None:
                     node.become_data(arr)
             roots, outs = (), ()
         else:
-            outs = _results(graph)
+            outs = _results(graph, holders)
     for node, arr in zip(roots, outs):
         node.become_data(arr)
     for b in buffers:
@@ -239,12 +246,17 @@ def _sync_buffers(buffers) -> None:
                 buf.PENDING.add(b)
 
 
-def _results(graph):
-    """The outputs of a graph's program, run on its parameters' current values."""
+def _results(graph, holders=None):
+    """The outputs of a graph's program, run on its parameters' current values. holders: for a
+    program with donated parameters, how many synced buffers hold each (donation.guard_sync)."""
     spec = graph.spec
     if spec.n_params == 0:  # no inputs, no RNG seed: a constant
         return _constant_results(spec)
-    return execute(executable_for(spec), [param_value(p) for p in graph.params])
+    values = [param_value(p) for p in graph.params]
+    program = executable_for(spec)
+    if program.donated:
+        donation.guard_sync(spec, graph.params, values, holders or {})
+    return execute(program, values)
 
 
 # How far below each pending buffer _needed_later looks, and how many nodes in all (per op of the

@@ -67,11 +67,11 @@ def _pause_traces(monkeypatch):
     tracing, recorded = threading.Event(), threading.Event()
     cut_now = bridge.cut
 
-    def cut_slowly(roots, *args):
+    def cut_slowly(roots, *args, **kwargs):
         tracing.set()
         recorded.wait(10)
         time.sleep(0.05)  # (the other thread's read starts here: it waits for the trace)
-        return cut_now(roots, *args)
+        return cut_now(roots, *args, **kwargs)
     monkeypatch.setattr(bridge, "cut", cut_slowly)
     return tracing, recorded
 

@@ -27,6 +27,9 @@ class _Pending:
         self.blocked += 1
         return self
 
+    def is_deleted(self):
+        return False
+
 
 @pytest.fixture
 def spin(monkeypatch):
@@ -63,6 +66,15 @@ def test_after_a_wait_longer_than_the_window_the_next_one_blocks_at_once(spin):
     b = _Pending(polls=3)
     jaxenv.wait_ready([b])
     assert b.seen == 4
+
+
+@pytest.mark.parametrize("us", [0, 300])
+def test_an_array_a_later_program_took_as_donated_is_not_waited_for(spin, us):
+    spin(us)
+    consumed, kept = jnp.arange(3.0) + 1, jnp.arange(3.0) + 2
+    consumed.delete()  # (what a donating run does to its input)
+    jaxenv.wait_ready([consumed, kept])
+    assert kept.is_ready()
 
 
 def test_zero_blocks_at_once(spin):
