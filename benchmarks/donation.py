@@ -1,6 +1,6 @@
 """Training steps with lazyxla's donation (lazyxla/runtime/donation.py: a program writes an in-place
-update into the memory of the data it replaces) against none (LAZYXLA_DONATE=0), in lazy mode and
-under torch.compile. Each side runs in its own process; the two alternate, round after round.
+update into the memory of the data it replaces) against none (LAZYXLA_DONATE=0), in lazy mode
+(LAZYXLA_DONATE_SYNCS=1: off by default on the CPU backend) and under torch.compile. Each side runs in its own process; the two alternate, round after round.
 
     python -m benchmarks.donation                                  # 4 workloads x 2 systems, 2 rounds
     python -m benchmarks.donation --jobs gpt:train:lazy --rounds 3
@@ -11,8 +11,6 @@ benchmarks/results/donation.md.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import pathlib
 import statistics
 import sys
@@ -34,31 +32,17 @@ def child(workload: str, mode: str, system: str, seconds: float) -> dict:
 
 def _run(job, seconds, donate: bool) -> dict:
     from benchmarks.suite import _env, run_child
-    env = dict(_env(1), LAZYXLA_DONATE="1" if donate else "0")
+    env = dict(_env(1), LAZYXLA_DONATE="1" if donate else "0",  # (lazy mode's syncs too: their
+               LAZYXLA_DONATE_SYNCS="1" if donate else "0")        # default is off on the CPU)
     return run_child("benchmarks.donation", ["--child", *job, str(seconds)], env, ":".join(job))
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", default=JOBS, help=f"comma list of workload:mode:system (default {JOBS})")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per process")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "donation.md"))
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child:
-        workload, mode, system, seconds = args.child
-        print("RESULT " + json.dumps(child(workload, mode, system, float(seconds))), flush=True)
+    from benchmarks.worker import side_by_side
+    parsed = side_by_side(argv, __doc__, JOBS, str(ROOT / "benchmarks" / "results" / "donation.md"), child)
+    if parsed is None:
         return 0
-    from benchmarks.workloads import WORKLOADS
-    jobs = [tuple(j.split(":")) for j in args.jobs.split(",")]
-    for j in jobs:
-        if len(j) != 3 or j[0] not in WORKLOADS or j[1] not in ("infer", "train") \
-                or j[2] not in ("lazy", "compiled"):
-            ap.error(f"bad job {':'.join(j)!r}: expected workload:infer|train:lazy|compiled, "
-                     f"workload one of {', '.join(WORKLOADS)}")
-    if args.rounds < 1 or args.seconds <= 0:
-        ap.error("--rounds must be at least 1 and --seconds above 0")
+    _, args, jobs = parsed
     from benchmarks.worker import write_report
     rows = []
     for job in jobs:
@@ -78,7 +62,7 @@ def main(argv=None) -> int:
     lines = ["# Training steps: donated inputs against none", "",
              f"`python -m benchmarks.donation --jobs {args.jobs} --rounds {args.rounds}` on "
              f"{time.strftime('%Y-%m-%d %H:%M')}, {cpu_description()}. None: LAZYXLA_DONATE=0; "
-             "donated: lazyxla's default. One core for XLA, as in the suite; each side in its own "
+             "donated: LAZYXLA_DONATE=1 and LAZYXLA_DONATE_SYNCS=1 (lazyxla's default for compiled graphs; lazy mode's syncs donate by default off the CPU backend only). One core for XLA, as in the suite; each side in its own "
              f"process, alternating; medians over {args.rounds} rounds of each process's median "
              "step. Steady peak RSS: the process's peak resident memory during the timed steps "
              "alone (its high-water mark reset after warm-up); peak RSS: the whole process's, "

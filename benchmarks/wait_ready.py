@@ -13,8 +13,6 @@ benchmarks/results/wait_ready.md.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import pathlib
 import statistics
 import sys
@@ -39,26 +37,11 @@ def _run(job, seconds, spin_us: str | None) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", default=JOBS, help=f"comma list of workload:mode:system (default {JOBS})")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per process")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "wait_ready.md"))
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child:
-        workload, mode, system, seconds = args.child
-        print("RESULT " + json.dumps(child(workload, mode, system, float(seconds))), flush=True)
+    from benchmarks.worker import side_by_side
+    parsed = side_by_side(argv, __doc__, JOBS, str(ROOT / "benchmarks" / "results" / "wait_ready.md"), child)
+    if parsed is None:
         return 0
-    from benchmarks.workloads import WORKLOADS
-    jobs = [tuple(j.split(":")) for j in args.jobs.split(",")]
-    for j in jobs:
-        if len(j) != 3 or j[0] not in WORKLOADS or j[1] not in ("infer", "train") \
-                or j[2] not in ("lazy", "compiled"):
-            ap.error(f"bad job {':'.join(j)!r}: expected workload:infer|train:lazy|compiled, "
-                     f"workload one of {', '.join(WORKLOADS)}")
-    if args.rounds < 1 or args.seconds <= 0:
-        ap.error("--rounds must be at least 1 and --seconds above 0")
+    _, args, jobs = parsed
     from benchmarks.worker import write_report
     rows = []
     for job in jobs:

@@ -519,6 +519,35 @@ def parse_jobs(ap, text: str, names=()) -> list[str]:
     return jobs
 
 
+def side_by_side(argv, doc: str, jobs: str, out: str, child) -> tuple | None:
+    """The command line of a benchmark that runs workload:mode:system jobs (lazyxla's systems)
+    with a setting and without, a process per side, alternating: (argparse parser, its args,
+    the jobs as tuples); None in a child process, which ran `child(workload, mode, system,
+    seconds)` and printed its RESULT."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", default=jobs, help=f"comma list of workload:mode:system (default {jobs})")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per process")
+    ap.add_argument("--out", default=out)
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        workload, mode, system, seconds = args.child
+        print("RESULT " + json.dumps(child(workload, mode, system, float(seconds))), flush=True)
+        return None
+    from benchmarks.workloads import WORKLOADS
+    parsed = [tuple(j.split(":")) for j in args.jobs.split(",")]
+    for j in parsed:
+        if len(j) != 3 or j[0] not in WORKLOADS or j[1] not in ("infer", "train") \
+                or j[2] not in ("lazy", "compiled"):
+            ap.error(f"bad job {':'.join(j)!r}: expected workload:infer|train:lazy|compiled, "
+                     f"workload one of {', '.join(WORKLOADS)}")
+    if args.rounds < 1 or args.seconds <= 0:
+        ap.error("--rounds must be at least 1 and --seconds above 0")
+    return ap, args, parsed
+
+
 def write_report(lines, out) -> None:
     """Write a markdown report to `out` (making its folder) and print it."""
     import pathlib

@@ -55,12 +55,7 @@ class GraphSpec:
         # outputs into their memory (donation; runtime/donation.py)
         self.donated = donated
         # per donated parameter, how many times the ops read it (the references its node holds)
-        self.param_uses = uses = dict.fromkeys([i for i, _ in donated], 0)
-        if uses:
-            for e in entries[n_params:]:
-                for j in e[1]:
-                    if j in uses:
-                        uses[j] += 1
+        self.param_uses = _uses(entries, n_params, donated)
 
     def text(self) -> str:
         """Readable IR, one line per node."""
@@ -231,6 +226,17 @@ def _donated(params, roots, donate) -> tuple:
             if r.shape == p.shape and r.dtype == p.dtype:
                 out.append((p.pos, k))
     return tuple(out)
+
+
+def _uses(entries, n_params, donated) -> dict:
+    """{parameter index: how many times the ops read it} of the donated parameters."""
+    uses = dict.fromkeys([i for i, _ in donated], 0)
+    if uses:
+        for e in entries[n_params:]:
+            for j in e[1]:
+                if j in uses:
+                    uses[j] += 1
+    return uses
 
 
 def _make_spec(params, order, ops, outputs, free_outputs, varied=(), donated=()) -> GraphSpec:

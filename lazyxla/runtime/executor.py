@@ -219,7 +219,7 @@ def _sync_buffers(buffers) -> None:
     else:
         # the buffers' old data, which this sync replaces, may be donated to the program
         donate, holders = donation.sync_candidates(buffers, roots) \
-            if every_pending and donation.enabled() else (None, None)
+            if every_pending and donation.in_syncs() else (None, None)
         graph = cut(roots, split=True, donate=donate)
         if len(buffers) < len(buf.PENDING):
             kept, computed = _needed_later(graph, roots, buffers)

@@ -17,6 +17,12 @@ from lazyxla.ir.node import DATA
 D = lazyxla.device()
 
 
+@pytest.fixture(autouse=True)
+def donating_syncs(monkeypatch):
+    """Lazy mode's syncs donate (their default off the CPU backend; tests run on the CPU)."""
+    monkeypatch.setenv("LAZYXLA_DONATE_SYNCS", "1")
+
+
 def _array(t):
     return buf.state_of(t).root.node.data
 
@@ -258,3 +264,16 @@ def test_strict_index_checks_keep_the_inputs_of_a_failing_run(fresh_metrics):
         assert _counts() == (0, 0)
     finally:
         lazyxla.set_index_checks(before)
+
+
+def test_on_the_cpu_backend_syncs_donate_only_when_asked(fresh_metrics, monkeypatch):
+    monkeypatch.delenv("LAZYXLA_DONATE_SYNCS")
+    assert jax.default_backend() == "cpu"
+    x, y = _uploaded([1.0, 2.0], [1.0, 1.0])
+    x.add_(y)
+    lazyxla.sync()
+    assert _counts() == (0, 0) and x.cpu().tolist() == [2.0, 3.0]
+    monkeypatch.setenv("LAZYXLA_DONATE_SYNCS", "1")
+    x.add_(y)
+    lazyxla.sync()
+    assert _counts() == (1, 0) and x.cpu().tolist() == [3.0, 4.0]
