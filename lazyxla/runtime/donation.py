@@ -13,14 +13,15 @@ array, or the node that holds it, referenced by anything but the buffers being o
 the graph itself (another buffer sharing the data, pending work outside the graph, a cached
 constant, an output handed back earlier) is fed as a copy, which the program consumes instead,
 and the original stays intact. Python's reference counts make that test exact: any holder we did
-not count keeps the data. Arrays exported to numpy or DLPack are protected by the runtime itself
+not count keeps the data. (A sync counts the graph's own ops that read the data as going away
+with it, which holds only when it leaves nothing pending: a partial sync, a read, donates nothing.) Arrays exported to numpy or DLPack are protected by the runtime itself
 (PJRT does not donate a buffer with external references: the input is copied, never corrupted).
 
 Where: the arguments a compiled graph writes (the bridge; an optimizer's step compiled apart from
 the forward and backward), and lazy mode's syncs except on the CPU backend, where XLA keeps the
 donated inputs that a whole training step's other ops still read by copying them (measured,
-benchmarks/donation.py: GPT training's lazy step 1.14x as long, ResNet's 1.06x; the compiled
-optimizer step is faster donated). LAZYXLA_DONATE_SYNCS=1 or 0 overrides that choice for syncs;
+benchmarks/donation.py: GPT training's lazy step 1.08-1.14x as long; a compiled optimizer step
+takes 1.00x or less). LAZYXLA_DONATE_SYNCS=1 or 0 overrides that choice for syncs;
 LAZYXLA_DONATE=0 donates nothing.
 """
 from __future__ import annotations
