@@ -13,7 +13,8 @@ from lazyxla import jaxenv, metrics
 _COUNTERS = ("MarkStep", "UncachedCompile", "CachedCompile", "CompilationCacheEviction",
              "RecompileAfterEviction", "PersistentCacheHit", "PersistentCacheMiss",
              "PersistentCacheCorrupt", "DynamoExtractCompiledGraph", "DynamoRetrace", "RunCachedGraph",
-             "ItemCall", "QuickCompile", "UpgradeCompile", "StagedSync", "MapLimitEviction")
+             "ItemCall", "QuickCompile", "UpgradeCompile", "StagedSync", "MapLimitEviction",
+             "DonatedInput", "DonationCopy")
 _METRICS = ("CompileTime", "UpgradeCompileTime", "UpgradeWaitTime", "ExecuteTime",
             "TransferToDeviceTime", "TransferFromDeviceTime", "DynamoSyncInputExecuteTime")
 
@@ -54,6 +55,10 @@ def render_text(rep: dict) -> str:
     if c["QuickCompile"]:
         lines.append(f"  shape variants compiled quick: {c['QuickCompile']}, {c['UpgradeCompile']} of them "
                      "reused enough to be compiled again optimized")
+    if c.get("DonatedInput"):
+        lines.append(f"  inputs donated to their programs (in-place updates written into the memory "
+                     f"they replace): {c['DonatedInput']}, {c.get('DonationCopy', 0)} of them fed "
+                     "as copies (their data was held elsewhere)")
     if c.get("StagedSync"):
         lines.append(f"  syncs run in stages (their shape-varying part apart): {c['StagedSync']}")
     if c["PersistentCacheHit"] or c["PersistentCacheMiss"] or c["PersistentCacheCorrupt"]:

@@ -217,6 +217,9 @@ def test_a_compiled_optimizer_step_donates_parameters_and_moments(fresh_metrics,
     # zeros constant, fed as copies
     assert per_call == [(18, 12), (18, 0), (18, 0), (18, 0)]
     _assert_same_state(cpu_model, model)
+    donated, copies = _counts()  # (the syncs' BatchNorm statistics too)
+    assert copies == 12 and f"inputs donated to their programs (in-place updates written into the " \
+        f"memory they replace): {donated}, 12 of them fed as copies" in lazyxla.report()
 
 
 def test_a_compiled_update_of_data_pending_work_reads_keeps_that_value(fresh_metrics, fresh_dynamo):
