@@ -42,14 +42,11 @@ def main(argv=None) -> int:
     parsed = side_by_side(argv, __doc__, JOBS, str(ROOT / "benchmarks" / "results" / "donation.md"), child)
     if parsed is None:
         return 0
-    _, args, jobs = parsed
-    from benchmarks.worker import write_report
+    args, jobs = parsed
+    from benchmarks.worker import alternating, write_report
     rows = []
     for job in jobs:
-        runs = {False: [], True: []}
-        for _ in range(args.rounds):
-            for donate in (False, True):
-                runs[donate].append(_run(job, args.seconds, donate))
+        runs = alternating((False, True), args.rounds, lambda donate: _run(job, args.seconds, donate))
         med = {d: {k: statistics.median(x[k] for x in runs[d] if x[k] is not None)
                    if any(x[k] is not None for x in runs[d]) else None for k in KEYS} for d in runs}
         if med[False]["donated_per_step"] or not med[True]["donated_per_step"]:

@@ -50,16 +50,14 @@ def main(argv=None) -> int:
         workload, mode, seconds = args.child
         print("RESULT " + json.dumps(child(workload, mode, float(seconds))), flush=True)
         return 0
-    from benchmarks.worker import parse_jobs, write_report
+    from benchmarks.worker import alternating, parse_jobs, write_report
     jobs = [tuple(j.split(":")) for j in parse_jobs(ap, args.jobs)]
     if args.rounds < 1 or args.seconds <= 0:
         ap.error("--rounds must be at least 1 and --seconds above 0")
     rows = []
     for workload, mode in jobs:
-        runs = {False: [], True: []}
-        for _ in range(args.rounds):
-            for kept in (False, True):
-                runs[kept].append(_run(workload, mode, args.seconds, kept))
+        runs = alternating((False, True), args.rounds,
+                           lambda kept: _run(workload, mode, args.seconds, kept))
         for kept, r in runs.items():  # (each side must be what it says)
             if {x["host_memory"].startswith("freed memory kept") for x in r} != {kept}:
                 raise RuntimeError(f"{workload} {mode}: host memory {r[0]['host_memory']!r}")

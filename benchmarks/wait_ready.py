@@ -41,14 +41,11 @@ def main(argv=None) -> int:
     parsed = side_by_side(argv, __doc__, JOBS, str(ROOT / "benchmarks" / "results" / "wait_ready.md"), child)
     if parsed is None:
         return 0
-    _, args, jobs = parsed
-    from benchmarks.worker import write_report
+    args, jobs = parsed
+    from benchmarks.worker import alternating, write_report
     rows = []
     for job in jobs:
-        runs = {"0": [], None: []}
-        for _ in range(args.rounds):
-            for spin in ("0", None):
-                runs[spin].append(_run(job, args.seconds, spin))
+        runs = alternating(("0", None), args.rounds, lambda spin: _run(job, args.seconds, spin))
         med = {s: {k: statistics.median(x[k] for x in runs[s]) for k in ("median_ms", "cpu_ms")}
                for s in runs}
         rows.append((job, med["0"], med[None]))

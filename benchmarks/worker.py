@@ -521,8 +521,8 @@ def parse_jobs(ap, text: str, names=()) -> list[str]:
 
 def side_by_side(argv, doc: str, jobs: str, out: str, child) -> tuple | None:
     """The command line of a benchmark that runs workload:mode:system jobs (lazyxla's systems)
-    with a setting and without, a process per side, alternating: (argparse parser, its args,
-    the jobs as tuples); None in a child process, which ran `child(workload, mode, system,
+    with a setting and without, a process per side, alternating: (its parsed arguments, the jobs
+    as tuples); None in a child process, which ran `child(workload, mode, system,
     seconds)` and printed its RESULT."""
     import argparse
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -545,7 +545,17 @@ def side_by_side(argv, doc: str, jobs: str, out: str, child) -> tuple | None:
                      f"workload one of {', '.join(WORKLOADS)}")
     if args.rounds < 1 or args.seconds <= 0:
         ap.error("--rounds must be at least 1 and --seconds above 0")
-    return ap, args, parsed
+    return args, parsed
+
+
+def alternating(sides, rounds: int, run) -> dict:
+    """{side: [run(side) of each round]}: the sides run one after the other, round after round,
+    so a slow phase of a shared machine does not decide one side."""
+    runs = {side: [] for side in sides}
+    for _ in range(rounds):
+        for side in sides:
+            runs[side].append(run(side))
+    return runs
 
 
 def write_report(lines, out) -> None:
