@@ -18,7 +18,6 @@ from lazyxla import envflags, metrics
 from lazyxla.device import dispatch, rng
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
-from lazyxla.ir.node import DATA, Node as _Node
 from lazyxla.runtime import donation, executor
 from . import input_items as items
 from .matcher import InputMatcher, InputStructureChanged, structure
@@ -161,7 +160,7 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
             executor.CACHE.remember(graph.spec)
             if warm_up:
                 executor.executable_for(graph.spec, dynamic)  # warm-up compile: nothing runs
-            matcher = InputMatcher(graph, args, start, sources, frozenset(j for j, *_ in mut_slots))
+            matcher = InputMatcher(graph, args, start, sources, mut_slots)
             h = graph.spec.hash
             if debug_enabled():
                 _print_debug(gm, name, graph)
@@ -365,11 +364,11 @@ class Bridge:
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
         _counters["RunCachedGraph"] += 1
         try:
-            feed = entry.matcher(args, fed)
+            feed, roots = entry.matcher(args, fed)
         except InputStructureChanged as e:
             return self._structure_changed(call_args, _retried, e)
         if exe.donated:
-            entry.matcher.guard_donated(args, feed)
+            entry.matcher.guard_donated(roots, feed)
         try:
             results = executor.execute_arguments(exe, feed)
         except (TypeError, ValueError) as e:  # a tensor's shape/dtype differs from the trace's
@@ -378,9 +377,8 @@ class Bridge:
             self._retrace(key, call_args, cause=f"input shapes or dtypes changed under the same "
                                                 f"non-tensor arguments {key}: {e}")
             return self._call(call_args, True)
-        for j, slot, shape, dtype in entry.mutated:  # in-place updates, applied exactly once
-            args[j].untyped_storage()._lazyxla.root.write(
-                _Node(DATA, (), None, shape, dtype, data=results[slot]))
+        if entry.mutated:
+            entry.matcher.write_back(roots, results)
         return _pack(entry, entry.outputs(results, args, fed, exe.out_perms))
 
     def _structure_changed(self, call_args, _retried, cause):

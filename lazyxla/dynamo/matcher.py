@@ -22,13 +22,14 @@ import torch
 from lazyxla import metrics
 from lazyxla.device import rng
 from lazyxla.ir import buffer as buf
+from lazyxla.ir.node import Node
 from lazyxla.jaxenv import device_scalar, relayout
 from lazyxla.runtime import donation, executor
 from lazyxla.runtime.compiler import scalar_layout
 
 ARG, CONST, SEED, CPU, FED, ARG_HELD = 0, 1, 2, 3, 4, 5
 _now = time.perf_counter_ns  # (metrics are in nanoseconds, as torch_xla's)
-_DATA, _Buffer = buf.DATA, buf.Buffer
+_DATA, _Buffer, _View, _Node = buf.DATA, buf.Buffer, buf.View, Node
 
 
 class InputStructureChanged(Exception):
@@ -61,14 +62,21 @@ def structure(args) -> Structure:
 
 
 class InputMatcher:
-    __slots__ = ("plan", "tensor_positions", "lazy_positions",
-                 "views", "shared", "distinct", "donated")
+    __slots__ = ("plan", "gather", "reads", "views", "shared", "distinct", "donated", "writes")
 
-    def __init__(self, graph, args, start, cpu_sources=None, written=frozenset()):
+    def __init__(self, graph, args, start, cpu_sources=None, mutated=()):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
         cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from, or the index
-        of the fed number it stands for); written: the positions of the arguments the program
-        writes (then arguments that were apart must stay apart)."""
+        of the fed number it stands for); mutated: (argument, output slot, shape, dtype) of each
+        argument the program writes (then arguments that were apart must stay apart)."""
+        written = {j for j, *_ in mutated}
+        traced = structure(args)
+        # Each call reads the lazy state of these arguments once (`gather`); everything after
+        # works on their root buffers by position in it: the plan's ARG entries, the structure
+        # checks, the donation guard and the write-back of updated arguments.
+        self.views = {j: sig for j, sig, _ in traced if sig}
+        self.shared = tuple((j, j0) for j, _, j0 in traced if j0 != j)
+        self.distinct = bool(written)
         by_node, cpu_args = {}, {}
         for j, a in enumerate(args):
             if isinstance(a, torch.Tensor):
@@ -92,60 +100,73 @@ class InputMatcher:
                 plan.append((CPU, cpu_args[id(source[1])]))
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
                 plan.append((CONST, p.data))
+        read = sorted({v if kind == ARG else v[0] for kind, v in plan if kind in (ARG, ARG_HELD)})
+        checked = self.views or self.shared or self.distinct
+        gather = tuple(j for j, _, _ in traced) if checked else tuple(read)
+        k_of = {j: k for k, j in enumerate(gather)}
+        self.gather, self.reads = gather, tuple(k_of[j] for j in read)
+        self.views = {k_of[j]: sig for j, sig in self.views.items()}
+        self.shared = tuple((k_of[j], k_of[j0]) for j, j0 in self.shared)
         # The executable's arguments: one per parameter, a runtime scalar as a 0-dim array
         # (compiler.scalar_layout). The graph's own Python scalars (lr, betas) never change for a
         # program: they are put on the device once, here. A CPU tensor's value is read per call.
         for i, dt in scalar_layout(graph.spec):
             kind, v = plan[i]
             plan[i] = (kind, device_scalar(v, dt) if kind == CONST else (v, dt) if kind in (CPU, FED) else dt)
-        self.plan = tuple(plan)
-        # (parameter index, argument or None) of each parameter the program takes as donated: a
-        # written argument's data, which the bridge replaces by the program's output
+        self.plan = tuple((kind, k_of[v]) if kind == ARG else
+                          (kind, (k_of[v[0]], v[1])) if kind == ARG_HELD else (kind, v)
+                          for kind, v in plan)
+        # (parameter index, position in `gather` or None) of each parameter the program takes as
+        # donated: a written argument's data, which the bridge replaces by the program's output
         # (runtime/donation.py); None: always fed as a copy (data another argument reads too)
-        self.donated = tuple((i, plan[i][1] if plan[i][0] == ARG and plan[i][1] in written else None)
+        self.donated = tuple((i, k_of[plan[i][1]] if plan[i][0] == ARG and plan[i][1] in written else None)
                              for i, _ in graph.spec.donated)
-        traced = structure(args)
-        self.lazy_positions = tuple(j for j, _, _ in traced)
-        self.views = {j: sig for j, sig, _ in traced if sig}
-        self.shared = tuple((j, j0) for j, _, j0 in traced if j0 != j)
-        self.distinct = bool(written)
-        self.tensor_positions = sorted({j if kind == ARG else j[0] for kind, j in plan
-                                        if kind == ARG or kind == ARG_HELD})
+        self.writes = tuple((k_of[j], slot, shape, dtype) for j, slot, shape, dtype in mutated)
 
-    def __call__(self, args, fed=()) -> list:
-        """fed: this call's values of the numbers the bridge feeds (input_items.py)."""
+    def __call__(self, args, fed=()) -> tuple:
+        """(the executable's arguments for this call, the root buffers of the arguments in
+        `gather`); fed: this call's values of the numbers the bridge feeds (input_items.py)."""
+        states = [args[j].untyped_storage()._lazyxla for j in self.gather]
         if self.views or self.shared or self.distinct:
-            self.check_structure(args)
-            return self._feed(args, _root, fed)
-        return self._feed(args, _whole_buffer, fed)  # the common case: every argument a whole buffer
+            roots = self.check_structure(states)
+        elif _View in set(map(type, states)):
+            raise InputStructureChanged("an argument is a view now")
+        else:  # the common case: every argument a whole buffer
+            roots = states
+        return self._feed(args, roots, fed), roots
 
-    def guard_donated(self, args, feed) -> None:
+    def guard_donated(self, roots, feed) -> None:
         """For an executable that takes the donated parameters as such (compiler.Program.donated;
         called after __call__, whose variables no longer hold the data): each is fed as a copy
         where anything but its argument's buffer still holds that data (runtime/donation.py)."""
         metrics.counter_inc("DonatedInput", len(self.donated))
-        for i, j in self.donated:
-            if j is None:
+        for i, k in self.donated:
+            if k is None:
                 feed[i] = donation.copy(feed[i])
             else:
-                donation.guard_argument(args[j].untyped_storage()._lazyxla.root, feed, i)
+                donation.guard_argument(roots[k], feed, i)
 
-    def _feed(self, args, root_of, fed) -> list:
+    def write_back(self, roots, results) -> None:
+        """The written arguments' new values: in-place updates, applied exactly once."""
+        for k, slot, shape, dtype in self.writes:
+            roots[k].write(_Node(_DATA, (), None, shape, dtype, data=results[slot]))
+
+    def _feed(self, args, roots, fed) -> list:
         """The executable's arguments for this call."""
         feed = []
         for kind, v in self.plan:
             if kind == ARG:  # (inline: the common kind; the optimizer's step feeds dozens)
-                root = root_of(args[v].untyped_storage()._lazyxla)
-                if root.node.op is not _DATA:
-                    self.sync_inputs(args)
-                node = root.node
+                node = roots[v].node
+                if node.op is not _DATA:
+                    self.sync_inputs(roots)
+                    node = roots[v].node
                 feed.append(node.data if node.perm is None else relayout(node.data, node.perm, None))
             elif kind == ARG_HELD:  # device data the program takes transposed by `perm`
-                j, perm = v
-                root = root_of(args[j].untyped_storage()._lazyxla)
-                if root.node.op is not _DATA:
-                    self.sync_inputs(args)
-                node = root.node
+                k, perm = v
+                node = roots[k].node
+                if node.op is not _DATA:
+                    self.sync_inputs(roots)
+                    node = roots[k].node
                 feed.append(relayout(node.data, node.perm, perm))
             elif kind == CONST:
                 feed.append(v)
@@ -159,36 +180,29 @@ class InputMatcher:
                 feed.append(np.asarray(rng.next_seed(), v))
         return feed
 
-    def check_structure(self, args) -> None:
-        states = {j: args[j].untyped_storage()._lazyxla for j in self.lazy_positions}
+    def check_structure(self, states) -> list:
+        """The root buffers of `states`, once the arguments are the views, and share buffers, as
+        traced."""
         views = self.views
-        for j, st in states.items():
-            if (type(st) is not _Buffer or j in views) and view_signature(st) != views.get(j, ()):
-                raise InputStructureChanged(f"argument {j} is another view of its buffer")
-        for j, j0 in self.shared:
-            if states[j].root is not states[j0].root:
-                raise InputStructureChanged(f"arguments {j0} and {j} no longer share a buffer")
+        for k, st in enumerate(states):
+            if (type(st) is not _Buffer or k in views) and view_signature(st) != views.get(k, ()):
+                raise InputStructureChanged(f"argument {self.gather[k]} is another view of its buffer")
+        roots = [st.root for st in states]
+        for k, k0 in self.shared:
+            if roots[k] is not roots[k0]:
+                raise InputStructureChanged(f"arguments {self.gather[k0]} and {self.gather[k]} no "
+                                            "longer share a buffer")
         if self.distinct:
-            roots = {id(states[j].root) for j in self.tensor_positions}
-            if len(roots) != len(self.tensor_positions):
+            reads = self.reads
+            if len({id(roots[k]) for k in reads}) != len(reads):
                 raise InputStructureChanged("arguments that were apart share a buffer now")
+        return roots
 
-    def sync_inputs(self, args) -> None:
+    def sync_inputs(self, roots) -> None:
         """Inputs that still carry pending IR are executed first (DynamoSyncInputExecuteTime):
         every backward of a compiled graph is fed autograd's pending grad seed, ones_like(loss)."""
-        roots = [args[j].untyped_storage()._lazyxla.root for j in self.tensor_positions]
-        pending = [r for r in roots if r.node.op is not _DATA]
+        pending = [roots[k] for k in self.reads if roots[k].node.op is not _DATA]
         if pending:
             t0 = _now()
             executor.sync_buffers(pending)
             metrics.metric_add("DynamoSyncInputExecuteTime", _now() - t0)
-
-
-def _root(state):
-    return state.root
-
-
-def _whole_buffer(state):
-    if type(state) is not _Buffer:
-        raise InputStructureChanged("an argument is a view now")
-    return state
