@@ -156,10 +156,13 @@ def cut(roots: list[Node], free_outputs=frozenset(), split=False, donate=None) -
     for i, node in enumerate(order, n_params):
         node.pos = i
     ops = []
+    add = ops.append
     for node in order:
-        k = node.key
-        ops.append((node.op, tuple([x.pos for x in node.inputs]),
-                    k if k is not None else repr(node.attrs), node.shape, node.dtype))
+        k, ins = node.key, node.inputs
+        n = len(ins)  # (most ops take one or two inputs: no list per node for those)
+        wiring = (ins[0].pos,) if n == 1 else (ins[0].pos, ins[1].pos) if n == 2 else \
+            tuple([x.pos for x in ins])
+        add((node.op, wiring, k if k is not None else repr(node.attrs), node.shape, node.dtype))
     outputs = [r.pos for r in roots]
     donated = _donated(params, roots, donate) if donate else ()
     structure = (tuple([(p.op is SCALAR, p.rng, p.shape, p.dtype, p.perm) for p in params]),
