@@ -207,6 +207,20 @@ def test_another_view_of_the_same_buffer_is_read_as_that_view(caplog, fresh_metr
     assert _count("DynamoExtractCompiledGraph") == 4  # three slices and the whole buffer
 
 
+def test_a_whole_buffer_argument_that_is_a_view_now_is_read_as_that_view(caplog, fresh_metrics):
+    """Traced on a whole buffer, then called on a row of a larger buffer with the same sizes,
+    strides and offset 0, which Dynamo's guards pass: the program is fed the row, not the buffer
+    it belongs to."""
+    cf = torch.compile(lambda x: x * 2, backend="lazyxla")
+    base = torch.arange(8.0).reshape(2, 4)
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="lazyxla.dynamo"):
+        torch.testing.assert_close(cf(torch.ones(4).to(D)).cpu(), torch.full((4,), 2.0))
+        got = cf(base.to(D)[0])
+    torch.testing.assert_close(got.cpu(), base[0] * 2)
+    assert "an argument is a view now" in caplog.text
+    assert _count("DynamoExtractCompiledGraph") == 2
+
+
 def test_a_function_with_nothing_to_compute_returns_views_of_the_view_it_is_given():
     """No program, so no matcher: the outputs that are views of an argument are built from the
     view traced, and a call on another view of the same buffer must re-extract, not replay it."""
