@@ -62,7 +62,8 @@ def structure(args) -> Structure:
 
 
 class InputMatcher:
-    __slots__ = ("plan", "gather", "reads", "views", "shared", "distinct", "donated", "writes")
+    __slots__ = ("plan", "gather", "reads", "checked", "views", "shared", "distinct", "donated",
+                 "writes")
 
     def __init__(self, graph, args, start, cpu_sources=None, mutated=()):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
@@ -71,12 +72,8 @@ class InputMatcher:
         argument the program writes (then arguments that were apart must stay apart)."""
         written = {j for j, *_ in mutated}
         traced = structure(args)
-        # Each call reads the lazy state of these arguments once (`gather`); everything after
-        # works on their root buffers by position in it: the plan's ARG entries, the structure
-        # checks, the donation guard and the write-back of updated arguments.
-        self.views = {j: sig for j, sig, _ in traced if sig}
-        self.shared = tuple((j, j0) for j, _, j0 in traced if j0 != j)
-        self.distinct = bool(written)
+        views = {j: sig for j, sig, _ in traced if sig}
+        shared = [(j, j0) for j, _, j0 in traced if j0 != j]
         by_node, cpu_args = {}, {}
         for j, a in enumerate(args):
             if isinstance(a, torch.Tensor):
@@ -100,13 +97,19 @@ class InputMatcher:
                 plan.append((CPU, cpu_args[id(source[1])]))
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
                 plan.append((CONST, p.data))
+        # Each call reads the lazy state of the arguments in `gather` once; everything after works
+        # on their root buffers by position in it: the plan's ARG entries, the structure checks,
+        # the donation guard and the write-back of updated arguments. The structure is checked
+        # (every lazyxla argument gathered) where views or shared buffers were traced, or where
+        # the program writes an argument; else only the arguments read, each a whole buffer.
         read = sorted({v if kind == ARG else v[0] for kind, v in plan if kind in (ARG, ARG_HELD)})
-        checked = self.views or self.shared or self.distinct
-        gather = tuple(j for j, _, _ in traced) if checked else tuple(read)
+        self.checked = bool(views or shared or written)
+        gather = tuple(j for j, _, _ in traced) if self.checked else tuple(read)
         k_of = {j: k for k, j in enumerate(gather)}
         self.gather, self.reads = gather, tuple(k_of[j] for j in read)
-        self.views = {k_of[j]: sig for j, sig in self.views.items()}
-        self.shared = tuple((k_of[j], k_of[j0]) for j, j0 in self.shared)
+        self.views = {k_of[j]: sig for j, sig in views.items()}
+        self.shared = tuple((k_of[j], k_of[j0]) for j, j0 in shared)
+        self.distinct = bool(written)
         # The executable's arguments: one per parameter, a runtime scalar as a 0-dim array
         # (compiler.scalar_layout). The graph's own Python scalars (lr, betas) never change for a
         # program: they are put on the device once, here. A CPU tensor's value is read per call.
@@ -127,7 +130,7 @@ class InputMatcher:
         """(the executable's arguments for this call, the root buffers of the arguments in
         `gather`); fed: this call's values of the numbers the bridge feeds (input_items.py)."""
         states = [args[j].untyped_storage()._lazyxla for j in self.gather]
-        if self.views or self.shared or self.distinct:
+        if self.checked:
             roots = self.check_structure(states)
         elif _View in set(map(type, states)):
             raise InputStructureChanged("an argument is a view now")
