@@ -347,7 +347,8 @@ _install()
 
 
 def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
-    """The IR node of a functional op call, and its output spec. `validate`: the in-place overload
+    """(the IR node of a functional op call, its output spec, eager's strides of its results
+    where not contiguous: meta.infer_keyed's layout). `validate`: the in-place overload
     being recorded; its meta kernel runs (cached) on the same arguments, so PyTorch's in-place
     broadcasting and casting errors are raised before anything is recorded. `info`: op's
     op_info, where the caller holds it."""
@@ -366,7 +367,7 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
     inputs, attrs, key = convert_args(op, args, kwargs, info)
     if validate is not None:
         meta.infer(validate, None if key is None else (vinfo.uid,) + key[1:], args, kwargs)
-    spec, kid, single = meta.infer_keyed(op, key, args, kwargs)
+    spec, kid, single, layout = meta.infer_keyed(op, key, args, kwargs)
     if low.random:
         generator = kwargs.get("generator") or next(
             (a for a in args if isinstance(a, torch.Generator)), None)
@@ -377,19 +378,18 @@ def record_node(op, low: Lowering, args, kwargs, validate=None, info=None):
         inputs.append(seed_node)
         attrs = (attrs[0], attrs[1] + (("_key", Slot(len(inputs) - 1)),))
     if single:
-        return Node(low, tuple(inputs), attrs, spec[0], spec[1], key=kid), spec
+        return Node(low, tuple(inputs), attrs, spec[0], spec[1], key=kid), spec, layout
     if not spec:  # an op with no tensor outputs (e.g. an empty _foreach list)
-        return None, spec
-    return Node(low, tuple(inputs), attrs, None, spec, key=kid), spec
+        return None, spec, None
+    return Node(low, tuple(inputs), attrs, None, spec, key=kid), spec, layout
 
 
 def record(op, low, args, kwargs, info=None):
     if info is None:
         info = op_info(op)
-    node, spec = record_node(op, low, args, kwargs, info=info)
+    node, spec, layout = record_node(op, low, args, kwargs, info=info)
     if node is None:
         return [] if isinstance(spec, (list, tuple)) else spec
-    layout = meta.LAYOUTS.get(node.key) if meta.LAYOUTS else None
     if node.shape is not None:  # one tensor
         return buf.wrap_node(node, layout)
     layout = layout or (None,) * len(spec)
@@ -449,7 +449,7 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
     if r.inputs:
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
     key = ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
-    (shape, dtype), kid, _ = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
+    (shape, dtype), kid, _, _ = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
     layout = meta.view_layout(op, key, self, args, kwargs)
     entry = (low, ((_S0,) + rest, kw), ((_S0, _S1) + rest, kw), shape, dtype, kid)
     view = View(st.root, chain + (entry,))
@@ -494,6 +494,6 @@ def _memory_order(root: Buffer):
     info = op_info(_PERMUTE)
     low = VIEWS[_PERMUTE]
     key = (info.uid, m.shape, m.dtype, (("[", len(perm)),) + tuple((int, p) for p in perm), ())
-    (shape, dtype), kid, _ = meta.infer_keyed(_PERMUTE, key, (m, perm), {})
+    (shape, dtype), kid, _, _ = meta.infer_keyed(_PERMUTE, key, (m, perm), {})
     entry = (low, ((_S0, tuple(perm)), ()), ((_S0, _S1, tuple(perm)), ()), shape, dtype, kid)
     return (entry,), torch.empty(shape, dtype=dtype, device="meta")

@@ -85,10 +85,10 @@ def _mutating_kernel(op):
             watch.on = True
         try:
             if inplace:  # one conversion serves both meta runs (fkw: kwargs with schema defaults)
-                node, spec = dispatch.record_node(fop, low, args, fkw, validate=op, info=info)
+                node, spec, _ = dispatch.record_node(fop, low, args, fkw, validate=op, info=info)
             else:  # out= overloads: validate with the out tensors, record without them
                 meta.infer(op, dispatch.convert_args(op, args, kwargs)[2], args, kwargs)
-                node, spec = dispatch.record_node(fop, low, args, fkw, info=info)
+                node, spec, _ = dispatch.record_node(fop, low, args, fkw, info=info)
         except Unsupported:
             return fallback.cpu_fallback(op, args, kwargs)
         finally:

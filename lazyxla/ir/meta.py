@@ -13,8 +13,41 @@ import torch
 
 from lazyxla.jaxenv import tensor_type_name
 
-_CACHE: dict = {}
-_IDS = itertools.count()  # signature ids: never reused, even if the cache were ever cleared
+
+class Generations(dict):
+    """A bounded cache: this dict holds the current generation, `old` the one before. A key found
+    only in the old one moves back (`cache[key]` finds it; `get` does not look there); when the
+    current one is full it becomes the old one, and the one before goes. So the signatures a loop
+    records stay at one lookup each, and signatures that come once (`x[i]` keys its view by i, a
+    new one every step) no longer pile up for the life of the process. `cache[key]` of a key in
+    neither gives `missing`."""
+    __slots__ = ("old", "limit", "missing")
+
+    def __init__(self, limit: int, missing=None):
+        super().__init__()
+        self.old, self.limit, self.missing = {}, limit, missing
+
+    def __missing__(self, key):
+        value = self.old.pop(key, _ABSENT)
+        if value is _ABSENT:
+            return self.missing
+        self.put(key, value)
+        return value
+
+    def put(self, key, value) -> None:
+        if len(self) >= self.limit:
+            self.old = dict(self)
+            self.clear()
+        self[key] = value
+
+
+_ABSENT = object()
+# Entries per generation: a loop records a few hundred signatures; an entry holds about 1 KB, and
+# one dropped while still in use costs a meta run (100-200 us) when it comes back
+_GENERATION = 1 << 15
+# signature -> (output spec, signature id, one tensor's spec?, eager's strides of the outputs)
+_CACHE = Generations(_GENERATION)
+_IDS = itertools.count()  # signature ids: never reused, so a dropped signature's id matches nothing
 
 
 def stand_in(x, device: str, elements: bool = True):
@@ -156,11 +189,15 @@ def infer(op, key, args, kwargs):
 
 
 def infer_keyed(op, key, args, kwargs):
-    """(output spec, the signature's id, whether the spec is one tensor's). The id is a small int
-    standing for `key` (equal keys, equal ids), so the graph cut compares a recorded node by one
-    int; None when the key is unhashable."""
+    """(output spec, the signature's id, whether the spec is one tensor's, layout). The id is a
+    small int standing for `key` (equal keys, equal ids), so the graph cut compares a recorded
+    node by one int; None when the key is unhashable. The layout: the strides eager gives the
+    results where they are not contiguous, one tuple or None per tensor output (one for a single
+    tensor), else None: `x.t() * 2` and `x.t().clone()` are column-major. Only dense,
+    non-overlapping layouts (a permutation of the dims): a root buffer's value is its elements in
+    the order of its dims, the layout only says where eager's would sit in memory."""
     try:
-        hit = _CACHE.get(key) if key is not None else None
+        hit = _CACHE[key] if key is not None else None
     except TypeError:  # an unhashable argument: infer without caching
         key, hit = None, None
     if hit is not None:
@@ -180,22 +217,13 @@ def infer_keyed(op, key, args, kwargs):
         raise
     _check_empty_inputs(op, args, kwargs)
     out = _masked(op, args, kwargs, out)
-    if key is None:
-        return out, None, is_tensor_spec(out)
-    # (a spec may be None: in-place _foreach ops return nothing)
-    hit = _CACHE[key] = (out, next(_IDS), is_tensor_spec(out))
     layout = _layouts(raw, out)
-    if layout is not None:
-        LAYOUTS[hit[1]] = layout
+    if key is None:
+        return out, None, is_tensor_spec(out), layout
+    # (a spec may be None: in-place _foreach ops return nothing)
+    hit = (out, next(_IDS), is_tensor_spec(out), layout)
+    _CACHE.put(key, hit)
     return hit
-
-
-# signature id -> the strides eager gives the op's results (one tuple or None per tensor output;
-# one entry for a single tensor), for results that are not contiguous: `x.t() * 2` and
-# `x.t().clone()` are column-major. Only dense, non-overlapping layouts (a permutation of the
-# dims): a root buffer's value is its elements in the order of its dims, the layout only says
-# where eager's would sit in memory.
-LAYOUTS: dict = {}
 
 
 def dense_layout(t):
@@ -313,7 +341,7 @@ def _flat(args, kwargs):
             yield a
 
 
-_LAYOUTS: dict = {}
+_LAYOUTS = Generations(_GENERATION, missing=False)  # (None is a layout: contiguous)
 
 
 def view_layout(op, key, src, args, kwargs):
@@ -327,7 +355,7 @@ def view_layout(op, key, src, args, kwargs):
     fail."""
     lkey = (key, src.stride(), src.storage_offset())
     try:
-        hit = _LAYOUTS.get(lkey, False) if key is not None else False
+        hit = _LAYOUTS[lkey] if key is not None else False
     except TypeError:
         lkey, hit = None, False
     if hit is not False:
@@ -342,7 +370,7 @@ def view_layout(op, key, src, args, kwargs):
         plain = offset == 0 and stride == contiguous_strides(out.shape)
         hit = None if plain else (stride, offset, storage_span(out.shape, stride, offset))
     if key is not None and lkey is not None:
-        _LAYOUTS[lkey] = hit
+        _LAYOUTS.put(lkey, hit)
     return hit
 
 

@@ -242,3 +242,42 @@ def test_a_decode_loop_writing_a_static_kv_cache_compiles_a_few_programs_not_one
     got = decode(lazyxla.device())
     assert _compiles() - before <= 3  # (LAZYXLA_VARYING_STARTS=0: 12, one per token)
     torch.testing.assert_close(got, decode("cpu"))
+
+
+def test_a_loop_over_every_index_keeps_a_bounded_shape_cache(monkeypatch):
+    """Each new start is a new shape signature (`x[i]` keys its view by i): the per-signature
+    caches keep two generations, so a loop over a long dataset does not grow them for good; what
+    the loop records every step stays found, its results eager's, with eager's strides."""
+    from lazyxla.ir import meta
+    limit = 16
+    monkeypatch.setattr(meta, "_CACHE", meta.Generations(limit))
+    monkeypatch.setattr(meta, "_LAYOUTS", meta.Generations(limit, missing=False))
+    torch.manual_seed(5)
+    xc, wc = torch.randn(300, 3), torch.randn(3, 2)
+    d = lazyxla.device()
+    x, w = xc.to(d), wc.to(d)
+    acc, acc_c = torch.zeros(3, 2, device=d), torch.zeros(3, 2)
+    for i in range(300):
+        acc = acc + x[i][:, None] * w.t().t()  # a transposed view every step
+        acc_c = acc_c + xc[i][:, None] * wc
+        if i % 50 == 49:
+            lazyxla.sync()
+        for cache in (meta._CACHE, meta._LAYOUTS):
+            assert len(cache) <= limit and len(cache.old) <= limit
+    torch.testing.assert_close(acc.cpu(), acc_c)
+    y = w.t() * 2  # a column-major result: its layout outlives many generations
+    assert y.stride() == (wc.t() * 2).stride()
+
+
+def test_a_signature_in_use_keeps_its_id_across_generations(monkeypatch):
+    """A signature the loop records again moves back to the current generation with its id, so
+    the graph cut still finds the program by structure (a new id would rebuild its key)."""
+    from lazyxla.ir import meta
+    monkeypatch.setattr(meta, "_CACHE", meta.Generations(4))
+    d = lazyxla.device()
+    a, b = torch.randn(3, 7).to(d), torch.randn(3, 7).to(d)
+    first = (a + b).untyped_storage()._lazyxla.node.key
+    for i in range(40):  # signatures that come once, in between
+        a.sum(0, keepdim=True).expand(40, 7)[i]
+        assert (a + b).untyped_storage()._lazyxla.node.key == first
+    lazyxla.sync()
