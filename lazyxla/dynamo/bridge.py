@@ -15,6 +15,7 @@ import threading
 import torch
 
 from lazyxla import envflags, metrics
+from lazyxla.generations import Generations
 from lazyxla.device import dispatch, rng
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
@@ -191,15 +192,19 @@ _MOST_NUMBERS_TRIED = 6
 # A graph that changes shape on every call (a generation loop's growing cache) would log a line
 # per call: the first few are warnings, the rest debug messages (the report keeps every cause).
 _RETRACES_LOGGED = 3
+# Extracted programs a graph keeps per generation (lazyxla/generations.py), each a few KB: an int
+# argument that indexes (`x[i]`) keys them by value, a new one for every i
+_PROGRAMS_KEPT = 1024
 
 
 class Bridge:
-    """The callable that replaces one FX graph: a dict from the non-tensor-argument tuple to the
-    extracted program. A miss re-extracts (one warm-up compile) and logs why."""
+    """The callable that replaces one FX graph: a map from the non-tensor-argument tuple to the
+    extracted program, two generations deep (_PROGRAMS_KEPT). A miss re-extracts (one warm-up
+    compile where the program is not cached) and logs why."""
 
     def __init__(self, gm, name="graph"):
         self.gm, self.name = gm, name
-        self.programs: dict = {}
+        self.programs = Generations(_PROGRAMS_KEPT)
         self.last_key = None
         self.retraces = 0
         # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
@@ -238,7 +243,7 @@ class Bridge:
         return key
 
     def _retrace(self, key, args, cause=None):
-        if self.programs:
+        if self.programs or self.programs.old:
             cause = cause or _describe_change(self.last_key, key)
             metrics.counter_inc("DynamoRetrace")
             metrics.record_event("retrace", graph=self.name, cause=cause)
@@ -256,11 +261,11 @@ class Bridge:
             if entry is None:
                 entry = self._feed_what_can_be_fed(args)
             if entry is not None:
-                self.programs[self._key(args)] = entry
+                self.programs.put(self._key(args), entry)
                 return entry
             key = self._key(args)
-        entry = self.programs[key] = extract(self.gm, args, self.name, self.attrs,
-                                             dynamic=self.dynamic)
+        entry = extract(self.gm, args, self.name, self.attrs, dynamic=self.dynamic)
+        self.programs.put(key, entry)
         return entry
 
     def _use_feed(self, feed):
@@ -335,7 +340,7 @@ class Bridge:
 
     def _call(self, call_args, _retried):
         key = self._key(call_args)
-        entry = self.programs.get(key)
+        entry = self.programs[key]
         if entry is None:
             entry = self._retrace(key, call_args)
             key = self._key(call_args)  # (without the item values if they are fed from now on)
@@ -388,9 +393,12 @@ class Bridge:
             raise InputStructureChanged(str(cause))
         if not self.by_structure:  # key the programs traced so far by their structure too
             self.by_structure = True
-            self.programs = {k + (x.structure,): x for k, x in self.programs.items()}
+            keyed = Generations(_PROGRAMS_KEPT)
+            for k, x in self.programs.every_item():
+                keyed.put(k + (x.structure,), x)
+            self.programs = keyed
         key = self._key(call_args)
-        if key not in self.programs:
+        if self.programs[key] is None:
             self._retrace(key, call_args, cause=f"tensor argument structure changed: {cause}")
         return self._call(call_args, True)
 

@@ -11,37 +11,10 @@ import warnings
 
 import torch
 
+from lazyxla.generations import Generations
 from lazyxla.jaxenv import tensor_type_name
 
 
-class Generations(dict):
-    """A bounded cache: this dict holds the current generation, `old` the one before. A key found
-    only in the old one moves back (`cache[key]` finds it; `get` does not look there); when the
-    current one is full it becomes the old one, and the one before goes. So the signatures a loop
-    records stay at one lookup each, and signatures that come once (`x[i]` keys its view by i, a
-    new one every step) no longer pile up for the life of the process. `cache[key]` of a key in
-    neither gives `missing`."""
-    __slots__ = ("old", "limit", "missing")
-
-    def __init__(self, limit: int, missing=None):
-        super().__init__()
-        self.old, self.limit, self.missing = {}, limit, missing
-
-    def __missing__(self, key):
-        value = self.old.pop(key, _ABSENT)
-        if value is _ABSENT:
-            return self.missing
-        self.put(key, value)
-        return value
-
-    def put(self, key, value) -> None:
-        if len(self) >= self.limit:
-            self.old = dict(self)
-            self.clear()
-        self[key] = value
-
-
-_ABSENT = object()
 # Entries per generation: a loop records a few hundred signatures; an entry holds about 1 KB, and
 # one dropped while still in use costs a meta run (100-200 us) when it comes back
 _GENERATION = 1 << 15

@@ -559,6 +559,32 @@ def test_a_graph_retraced_on_every_call_warns_three_times_then_logs_at_debug(cap
     assert len(metrics.events("retrace")) == 6
 
 
+def test_programs_keyed_by_an_index_are_kept_two_generations_deep(monkeypatch, fresh_metrics):
+    """An int argument that indexes (`x[i]`) is not fed (its stand-ins would index out of range):
+    the extracted programs are keyed by its value. Two generations of them are kept, so a loop
+    over every index does not hold one per index for good, and the indexes used lately are found
+    without a new extraction."""
+    from lazyxla.dynamo import bridge as bridge_module
+    monkeypatch.setattr(bridge_module, "_PROGRAMS_KEPT", 4)
+    made, init = [], bridge_module.Bridge.__init__
+
+    def keep(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+    monkeypatch.setattr(bridge_module.Bridge, "__init__", keep)
+    xc = torch.randn(30, 3)
+    x = xc.to(D)
+    cf = torch.compile(lambda x, i: x[i] * 2, backend="lazyxla")
+    for i in range(2, 30):  # (Dynamo specializes 0 and 1)
+        torch.testing.assert_close(cf(x, i).cpu(), xc[i] * 2)
+        programs = made[-1].programs
+        assert len(programs) <= 4 and len(programs.old) <= 4
+    bridges, extractions = len(made), _count("DynamoExtractCompiledGraph")
+    for i in (23, 29, 28):  # (23 is in the old generation: the last 4 before 26-29)
+        torch.testing.assert_close(cf(x, i).cpu(), xc[i] * 2)
+    assert len(made) == bridges and _count("DynamoExtractCompiledGraph") == extractions
+
+
 def test_debug_flag_prints_graph(monkeypatch, capsys):
     monkeypatch.setenv("LAZYXLA_DYNAMO_DEBUG", "1")
     cf = torch.compile(lambda x: x.exp() + 1, backend="lazyxla")

@@ -248,10 +248,11 @@ def test_a_loop_over_every_index_keeps_a_bounded_shape_cache(monkeypatch):
     """Each new start is a new shape signature (`x[i]` keys its view by i): the per-signature
     caches keep two generations, so a loop over a long dataset does not grow them for good; what
     the loop records every step stays found, its results eager's, with eager's strides."""
+    from lazyxla.generations import Generations
     from lazyxla.ir import meta
     limit = 16
-    monkeypatch.setattr(meta, "_CACHE", meta.Generations(limit))
-    monkeypatch.setattr(meta, "_LAYOUTS", meta.Generations(limit, missing=False))
+    monkeypatch.setattr(meta, "_CACHE", Generations(limit))
+    monkeypatch.setattr(meta, "_LAYOUTS", Generations(limit, missing=False))
     torch.manual_seed(5)
     xc, wc = torch.randn(300, 3), torch.randn(3, 2)
     d = lazyxla.device()
@@ -272,8 +273,9 @@ def test_a_loop_over_every_index_keeps_a_bounded_shape_cache(monkeypatch):
 def test_a_signature_in_use_keeps_its_id_across_generations(monkeypatch):
     """A signature the loop records again moves back to the current generation with its id, so
     the graph cut still finds the program by structure (a new id would rebuild its key)."""
+    from lazyxla.generations import Generations
     from lazyxla.ir import meta
-    monkeypatch.setattr(meta, "_CACHE", meta.Generations(4))
+    monkeypatch.setattr(meta, "_CACHE", Generations(4))
     d = lazyxla.device()
     a, b = torch.randn(3, 7).to(d), torch.randn(3, 7).to(d)
     first = (a + b).untyped_storage()._lazyxla.node.key
