@@ -15,8 +15,8 @@ import threading
 import torch
 
 from lazyxla import envflags, metrics
-from lazyxla.generations import Generations
 from lazyxla.device import dispatch, rng
+from lazyxla.generations import Generations
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
 from lazyxla.runtime import donation, executor
