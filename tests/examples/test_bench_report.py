@@ -172,6 +172,17 @@ def test_wait_ready_benchmark_checks_its_jobs_before_running_any():
         assert e.value.code == 2
 
 
+def test_index_loops_benchmark_checks_its_arguments_before_running_any():
+    """benchmarks/index_loops.py: too few steps, more steps than the tensor has rows, or no
+    rounds, is a usage error (exit status 2), before any process starts."""
+    import pytest
+    from benchmarks import index_loops
+    for argv in (["--steps", "50"], ["--steps", "19001"], ["--rounds", "0"]):
+        with pytest.raises(SystemExit) as e:
+            index_loops.main(argv + ["--out", "/nonexistent/never-written"])
+        assert e.value.code == 2
+
+
 def test_opt_level_benchmark_checks_its_jobs_before_running_any():
     """benchmarks/opt_level.py: an unknown job, no seconds or no lengths is a usage error (exit
     status 2) before any program is compiled."""
