@@ -268,6 +268,8 @@ def test_a_loop_over_every_index_keeps_a_bounded_shape_cache(monkeypatch):
     torch.testing.assert_close(acc.cpu(), acc_c)
     y = w.t() * 2  # a column-major result: its layout outlives many generations
     assert y.stride() == (wc.t() * 2).stride()
+    for v, vc in ((w.t(), wc.t()), (x[7], xc[7]), (x[5:9].t(), xc[5:9].t())):  # views' too
+        assert (v.stride(), v.storage_offset()) == (vc.stride(), vc.storage_offset())
 
 
 def test_a_signature_in_use_keeps_its_id_across_generations(monkeypatch):
