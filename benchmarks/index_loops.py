@@ -9,7 +9,9 @@ starting at i (`x[i] * 0.5 + x[i:i + 3].sum(0)`): in lazy mode, synced every 50 
 (`torch.compile(backend="lazyxla")`, the step a function of (x, i)), synced every step. A new
 index is a new shape signature in lazy mode, and in the compiled function an int argument the
 bridge keys its programs by (lazyxla/dynamo/input_items.py: an index cannot be fed); the XLA
-program is shared either way (the start becomes a runtime parameter). Each case runs in its own
+program is shared either way (the start becomes a runtime parameter). One more case passes the
+index as a 1-element tensor on the device (`x[idx][0]`, `index_select`; its transfer is part of
+the step), which the compiled function takes as an input like any tensor. Each case runs in its own
 process (XLA on one core, as in the suite), the cases alternating; reported per case: the median
 step over the last half, the growth of the process's resident memory over the last half (per 1000
 steps), the signatures kept by shape inference, the programs kept by the compiled graph, its
@@ -29,7 +31,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CASES = ("lazy, a new index every step", "lazy, one index", "compiled, a new index every call",
-         "compiled, one index")
+         "compiled, one index", "compiled, a new index every call, as a 1-element tensor")
 
 
 def _rss_mb() -> float:
@@ -62,13 +64,19 @@ def _run_case(case: str, steps: int) -> dict:
 
     def step(x, i, acc):
         return acc + x[i] * 0.5 + x[i:i + 3].sum(0)
-    run = torch.compile(step, backend="lazyxla") if compiled else step
+
+    def step_of_a_tensor_index(x, idx, acc):  # (the same step, idx = tensor([i]) on the device)
+        return acc + x[idx][0] * 0.5 + x.index_select(0, idx + three).sum(0)
+    three = torch.arange(3).to(dev)
+    tensor_index = case.endswith("tensor")
+    fn = step_of_a_tensor_index if tensor_index else step
+    run = torch.compile(fn, backend="lazyxla") if compiled else fn
     new_index = "new index" in case
     times, rss_half = [], None
     for n in range(steps):
         i = 2 + n if new_index else 7
         t0 = time.perf_counter()
-        acc = run(x, i, acc)
+        acc = run(x, torch.tensor([i]).to(dev) if tensor_index else i, acc)
         if compiled or n % 50 == 49:
             lazyxla.sync()
         times.append(time.perf_counter() - t0)
@@ -113,13 +121,16 @@ def main(argv=None) -> int:
     results = alternating(CASES, args.rounds, run)
     lines = ["# A loop reading a new position every step, against one position", "",
              f"`python -m benchmarks.index_loops --steps {args.steps} --rounds {args.rounds}` on "
-             f"{time.strftime('%Y-%m-%d %H:%M')}. Step: `acc + x[i] * 0.5 + x[i:i + 3].sum(0)` on a "
-             "20000 x 64 device tensor; lazy mode syncs every 50 steps, the compiled function every "
-             "call. Each case in its own process (XLA on one core), the cases alternating; per case "
-             "the median over the rounds of: the median step over the last half of the steps, the "
-             "resident memory added over that half per 1000 steps, and at the end the signatures "
-             "shape inference keeps (two generations of 32768 at most), the programs the compiled "
-             "graph keeps (two generations of 1024 at most), its re-extractions and XLA compiles.",
+             f"{time.strftime('%Y-%m-%d %H:%M')}. Step: `acc + x[i] * 0.5 + x[i:i + 3].sum(0)` "
+             "on a 20000 x 64 device tensor; lazy mode syncs every 50 steps, the compiled function "
+             "every call; the last case passes i as `idx = torch.tensor([i])` on the device "
+             "(`acc + x[idx][0] * 0.5 + x.index_select(0, idx + arange(3)).sum(0)`, the transfer "
+             "timed). Each case in its own process (XLA on one core), the cases alternating; per "
+             "case the median over the rounds of: the median step over the last half of the "
+             "steps, the resident memory added over that half per 1000 steps, and at the end the "
+             "signatures shape inference keeps (two generations of 32768 at most), the programs "
+             "the compiled graph keeps (two generations of 1024 at most), its re-extractions and "
+             "XLA compiles.",
              "", "| case | step us | RSS MB per 1000 steps | signatures kept | programs kept | "
              "re-extractions | XLA compiles |", "|---|---:|---:|---:|---:|---:|---:|"]
     for case in CASES:

@@ -253,7 +253,9 @@ class Bridge:
                 if self.retraces == _RETRACES_LOGGED:
                     log.warning("lazyxla: %s was re-extracted %d times; later re-extractions "
                                 "are logged at DEBUG level and counted (DynamoRetrace); "
-                                "lazyxla.report() lists the latest causes", self.name, _RETRACES_LOGGED)
+                                "lazyxla.report() lists the latest causes%s", self.name,
+                                _RETRACES_LOGGED,
+                                _INDEX_HINT if _ints_changed(self.last_key, key) else "")
             else:
                 log.debug("lazyxla: re-extracting %s: %s", self.name, cause)
         if self.items_fed:
@@ -406,6 +408,17 @@ class Bridge:
 def _pack(entry, outs):
     c = entry.container
     return outs[0] if c is None else (outs if c is list else c(outs))
+
+
+_INDEX_HINT = (". An int argument that changes is keyed by its value where it indexes or shapes "
+               "the program; an index passed as a 1-element int64 tensor on the device "
+               "(x[idx], x.index_select(0, idx)) is fed on every call instead")
+
+
+def _ints_changed(old, new) -> bool:
+    """Whether an int argument differs between the two keys."""
+    return old is not None and len(old) == len(new) and any(
+        type(a) is int and type(b) is int and a != b for a, b in zip(old, new))
 
 
 def _describe_change(old, new) -> str:
