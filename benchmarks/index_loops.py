@@ -25,7 +25,6 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
@@ -105,20 +104,13 @@ def main(argv=None) -> int:
     if args.case:
         print("RESULT " + json.dumps(_run_case(args.case, args.steps)), flush=True)
         return 0
+    from benchmarks.suite import run_child
     from benchmarks.worker import alternating, write_report
     env = dict(os.environ, OMP_NUM_THREADS="1",
                XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-
-    def run(case):
-        out = subprocess.run([sys.executable, "-m", "benchmarks.index_loops", "--case", case,
-                              "--steps", str(args.steps)], cwd=ROOT, env=env,
-                             capture_output=True, text=True)
-        line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
-        if line is None:
-            print(out.stdout[-2000:] + out.stderr[-4000:], file=sys.stderr)
-            raise SystemExit(f"index_loops: case {case!r} failed")
-        return json.loads(line[7:])
-    results = alternating(CASES, args.rounds, run)
+    results = alternating(CASES, args.rounds, lambda case: run_child(
+        "benchmarks.index_loops", ["--case", case, "--steps", str(args.steps)], env,
+        f"index_loops: case {case!r}"))
     lines = ["# A loop reading a new position every step, against one position", "",
              f"`python -m benchmarks.index_loops --steps {args.steps} --rounds {args.rounds}` on "
              f"{time.strftime('%Y-%m-%d %H:%M')}. Step: `acc + x[i] * 0.5 + x[i:i + 3].sum(0)` "
