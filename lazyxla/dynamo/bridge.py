@@ -20,6 +20,7 @@ from lazyxla.generations import Generations
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.graph import cut
 from lazyxla.runtime import donation, executor
+from . import fed_starts
 from . import input_items as items
 from .matcher import InputMatcher, InputStructureChanged, structure
 from .outputs import OutputHandler
@@ -161,6 +162,7 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
             executor.CACHE.remember(graph.spec)
             if warm_up:
                 executor.executable_for(graph.spec, dynamic)  # warm-up compile: nothing runs
+            fed_starts.tie_starts(graph, sources)  # (while tracing with stand-ins)
             matcher = InputMatcher(graph, args, start, sources, mut_slots)
             h = graph.spec.hash
             if debug_enabled():
@@ -195,6 +197,7 @@ _RETRACES_LOGGED = 3
 # Extracted programs a graph keeps per generation (lazyxla/generations.py), each a few KB: an int
 # argument that indexes (`x[i]`) keys them by value, a new one for every i
 _PROGRAMS_KEPT = 1024
+_DIFFERS = "the program depends on its numbers beyond its runtime scalars"
 
 
 class Bridge:
@@ -205,6 +208,8 @@ class Bridge:
     def __init__(self, gm, name="graph"):
         self.gm, self.name = gm, name
         self.programs = Generations(_PROGRAMS_KEPT)
+        # programs traced at a call's numbers where they put a fed view outside the fed program's
+        self.outside = Generations(_PROGRAMS_KEPT)
         self.last_key = None
         self.retraces = 0
         # Tensor inputs whose shapes are symbolic (dynamic=True): their shapes join the key, since
@@ -244,20 +249,8 @@ class Bridge:
 
     def _retrace(self, key, args, cause=None):
         if self.programs or self.programs.old:
-            cause = cause or _describe_change(self.last_key, key)
-            metrics.counter_inc("DynamoRetrace")
-            metrics.record_event("retrace", graph=self.name, cause=cause)
-            self.retraces += 1
-            if self.retraces <= _RETRACES_LOGGED:
-                log.warning("lazyxla: re-extracting %s: %s", self.name, cause)
-                if self.retraces == _RETRACES_LOGGED:
-                    log.warning("lazyxla: %s was re-extracted %d times; later re-extractions "
-                                "are logged at DEBUG level and counted (DynamoRetrace); "
-                                "lazyxla.report() lists the latest causes%s", self.name,
-                                _RETRACES_LOGGED,
-                                _INDEX_HINT if _ints_changed(self.last_key, key) else "")
-            else:
-                log.debug("lazyxla: re-extracting %s: %s", self.name, cause)
+            self._log_retrace(cause or _describe_change(self.last_key, key),
+                              _INDEX_HINT if _ints_changed(self.last_key, key) else "")
         if self.items_fed:
             entry = self._extract_feeding(args)
             if entry is None:
@@ -269,6 +262,19 @@ class Bridge:
         entry = extract(self.gm, args, self.name, self.attrs, dynamic=self.dynamic)
         self.programs.put(key, entry)
         return entry
+
+    def _log_retrace(self, cause, hint=""):
+        metrics.counter_inc("DynamoRetrace")
+        metrics.record_event("retrace", graph=self.name, cause=cause)
+        self.retraces += 1
+        if self.retraces <= _RETRACES_LOGGED:
+            log.warning("lazyxla: re-extracting %s: %s", self.name, cause)
+            if self.retraces == _RETRACES_LOGGED:
+                log.warning("lazyxla: %s was re-extracted %d times; later re-extractions are "
+                            "logged at DEBUG level and counted (DynamoRetrace); lazyxla.report() "
+                            "lists the latest causes%s", self.name, _RETRACES_LOGGED, hint)
+        else:
+            log.debug("lazyxla: re-extracting %s: %s", self.name, cause)
 
     def _use_feed(self, feed):
         """Feed what `feed` feeds (None: nothing); the other `.item()` inputs and int arguments
@@ -283,6 +289,7 @@ class Bridge:
         """From now on the `.item()` inputs and int arguments are keyed by their values."""
         self._use_feed(None)
         self.programs.clear()
+        self.outside.clear()
 
     def _feed_what_can_be_fed(self, args):
         """Where feeding every number makes no one program: the numbers that do, tried one at a
@@ -307,32 +314,68 @@ class Bridge:
 
     def _extract_feeding(self, args):
         """The program with the fed numbers as runtime scalars, if a second trace with other
-        stand-ins makes the same one; else None."""
+        stand-ins makes the same one; else None. Where the stand-ins fail and int arguments are
+        fed (an index out of range, a slice's start clamped), stand-ins next to their values
+        (fed_starts.py)."""
         sets = self.feed.stand_ins(args)
         if sets is None:
             return None
-        traces, tracings = [], []
         try:
-            for stand_ins in sets:
-                with items.traced_with(stand_ins) as tracing:
-                    traces.append(extract(self.feed.reading_gm, args, self.name, self.attrs,
-                                          warm_up=False))
-                tracings.append(tracing)
-                if tracing.ambiguous:
-                    log.debug("lazyxla: %s keys its number inputs by value: two fed numbers "
-                              "could not be told apart", self.name)
-                    return None
-        except Exception as e:  # (a stand-in out of an op's range): keyed by the values
-            log.debug("lazyxla: %s keys its number inputs by value: %s", self.name, e)
-            return None
+            entry, cause = self._traced_alike(args, sets)
+        except Exception as e:  # (a stand-in out of an op's range)
+            entry, cause = None, e
+        if entry is None and self.feed.args:  # (a slice's start clamped, an index out of range)
+            values = self.feed.values_fn(*args)
+            tries = fed_starts.near_stand_ins(values, self.feed.args, sets)
+            try:
+                if tries:  # this call's values first: the cut's starts vary from theirs
+                    with items.traced_with(tries[0][0]):
+                        extract(self.feed.reading_gm, args, self.name, self.attrs, warm_up=False)
+                for _, *near in tries:
+                    try:
+                        entry, cause = self._traced_alike(args, near)
+                    except Exception as e:  # out of range: the next pair
+                        cause = e
+                        continue
+                    if entry is not None or cause is _DIFFERS:
+                        break  # (the next pair only where a stand-in met a number of the graph)
+            except Exception as e:  # this call's values fail: keyed, so that the call raises
+                entry, cause = None, e
+        if entry is None:
+            log.debug("lazyxla: %s keys its number inputs by value: %s", self.name, cause)
+        return entry
+
+    def _traced_alike(self, args, sets):
+        """(the program traced with each of the two `sets` of stand-ins, None) if both make the
+        same one fed the same way; else (None, why). Raises what a trace raises."""
+        traces, tracings = [], []
+        for stand_ins in sets:
+            with items.traced_with(stand_ins) as tracing:
+                traces.append(extract(self.feed.reading_gm, args, self.name, self.attrs,
+                                      warm_up=False))
+            tracings.append(tracing)
+            if tracing.ambiguous:
+                return None, "two fed numbers could not be told apart"
         entry, check = traces
-        if not items.same_program(entry, check) or not self.feed.agree(args, tracings):
-            log.debug("lazyxla: %s keys its number inputs by value: the program depends on them "
-                      "beyond its runtime scalars", self.name)
-            return None
+        if entry.hash != check.hash:
+            return None, _DIFFERS
+        if not items.same_program(entry, check) or not self.feed.agree(args, tracings) \
+                or not fed_starts.checks_agree(tracings):
+            return None, "a stand-in met a number of the graph's own"
         entry.checks = tracings[0].checks
         if entry.hash is not None:
             executor.executable_for(executor.CACHE.spec(entry.hash), self.dynamic)  # (warm-up)
+        return entry, None
+
+    def _traced_at(self, call_args, fed, cause):
+        """The program traced at this call's numbers, which place a fed view elsewhere than the
+        fed program reads (fed_starts.OutsideTraced); kept by them, two generations deep."""
+        key = (self._key(call_args), fed)
+        entry = self.outside[key]
+        if entry is None:
+            self._log_retrace(f"a fed index places a view outside the traced one: {cause}")
+            entry = extract(self.gm, call_args, self.name, self.attrs, dynamic=self.dynamic)
+            self.outside.put(key, entry)
         return entry
 
     def __call__(self, *call_args, _retried=False):
@@ -360,7 +403,10 @@ class Bridge:
                             self.name, e)
                 return self._call(call_args, True)
             if entry.checks:
-                items.run_checks(entry.checks, fed)
+                try:
+                    items.run_checks(entry.checks, fed)
+                except fed_starts.OutsideTraced as e:
+                    entry, fed = self._traced_at(call_args, fed, e), ()
         if entry.hash is None:  # nothing to compute: outputs are inputs, constants, numbers
             # (no matcher checks the arguments here: an output that is a view of one is built
             # from the view it was traced on, so it must still be that view)
@@ -410,9 +456,11 @@ def _pack(entry, outs):
     return outs[0] if c is None else (outs if c is list else c(outs))
 
 
-_INDEX_HINT = (". An int argument that changes is keyed by its value where it indexes or shapes "
-               "the program; an index passed as a 1-element int64 tensor on the device "
-               "(x[idx], x.index_select(0, idx)) is fed on every call instead")
+_INDEX_HINT = (". An int argument that changes is keyed by its value where it sets a shape, a "
+               "length or a dim (x[:n], x.view(n, -1)) or goes through other arithmetic than "
+               "+ - * / (x[n % 4]): each value is a program of its own; a start or an index of "
+               "a view (x[i], x[i:i + 4], cache[i] = v) and a number the tensor ops take are "
+               "fed on every call")
 
 
 def _ints_changed(old, new) -> bool:

@@ -61,6 +61,7 @@ class _Tracing:
     number, and whether two fed numbers (or a fed number and another) could not be told apart."""
     def __init__(self, stand_ins):
         self.stand_ins, self.ambiguous, self.types, self.checks = stand_ins, False, {}, ()
+        self.values = {}  # each fed number's traced value
 
 
 _tracing: _Tracing | None = None
@@ -71,7 +72,7 @@ def _fed(k, value):
     t = _tracing
     if t is not None:
         tv = type(value)
-        t.types[k] = tv
+        t.types[k], t.values[k] = tv, value
         if tv is float and math.isfinite(value) or tv is int:
             known = dispatch.SOURCED_NUMBERS.setdefault((tv, value), k)
         else:
@@ -262,6 +263,11 @@ def _takes_floats_unchanged(user, read) -> bool:
     if user.op != "call_function":
         return False  # a module call
     t = user.target
+    if t is operator.getitem or t is operator.setitem:  # in a tensor's index (fed_starts.py)
+        val = user.args[0].meta.get("example_value", user.args[0].meta.get("val")) \
+            if isinstance(user.args[0], torch.fx.Node) else None
+        return isinstance(val, torch.Tensor) and read is not user.args[0] and (
+            t is operator.getitem or read not in user.args[2:])
     if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
     if t in _ARITHMETIC:  # `lr / bias_correction` with a tensor: the Tensor's own op takes lr

@@ -73,12 +73,13 @@ class GraphSpec:
 
 class Graph:
     """`stages`: None, or (a cut with `split`) the nodes each stage's program computes and hands
-    on, in the order they run; the graph's roots are among them."""
-    __slots__ = ("spec", "params", "roots", "epoch", "stages")
+    on, in the order they run; the graph's roots are among them. `starts`: the ops whose starts
+    are the last parameters, in their order."""
+    __slots__ = ("spec", "params", "roots", "epoch", "stages", "starts")
 
-    def __init__(self, spec, params, roots, epoch=None, stages=None):
+    def __init__(self, spec, params, roots, epoch=None, stages=None, starts=()):
         self.spec, self.params, self.roots, self.epoch = spec, params, roots, epoch
-        self.stages = stages
+        self.stages, self.starts = stages, starts
 
     def computes(self, node: Node) -> bool:
         """Is `node` one of this graph's ops? Valid until the next cut."""
@@ -182,11 +183,13 @@ def cut(roots: list[Node], free_outputs=frozenset(), split=False, donate=None) -
                 if len(_BY_STRUCTURE) >= _MAX_STRUCTURES:
                     _BY_STRUCTURE.clear()
                 _BY_STRUCTURE[structure] = spec
+    starts = ()
     if spec.offset_ops:  # this graph's starts, fed as the last parameters
-        params = params + [scalar_node(order[k].op.offset(order[k])[0]) for k in spec.offset_ops]
+        starts = tuple([order[k] for k in spec.offset_ops])
+        params = params + [scalar_node(node.op.offset(node)[0]) for node in starts]
     if split and spec.stages is not None:
-        return Graph(spec, params, roots, done, [[order[k] for k in s] for s in spec.stages])
-    return Graph(spec, params, roots, done)
+        return Graph(spec, params, roots, done, [[order[k] for k in s] for s in spec.stages], starts)
+    return Graph(spec, params, roots, done, starts=starts)
 
 
 def _shared_spec(structure, params, order, outputs, free_outputs):
@@ -206,15 +209,18 @@ def _shared_spec(structure, params, order, outputs, free_outputs):
     if seen is None:
         if len(_BY_ABSTRACT) >= _MAX_STRUCTURES:
             _BY_ABSTRACT.clear()
-        _BY_ABSTRACT[abstract] = (tuple(s for _, s in starts), (), None)
+        _BY_ABSTRACT[abstract] = (tuple(s for _, s in starts), (), None, structure)
         return None
-    first, varied, spec = seen
+    first, varied, spec, first_structure = seen
     now = tuple(sorted(set(varied).union(k for (k, s), s0 in zip(starts, first) if s != s0)))
     if not now:  # the first graph again (its structure was dropped from _BY_STRUCTURE)
         return None
     if now != varied:
         spec = _make_spec(params, order, structure[1], outputs, free_outputs, now, structure[4])
-        _BY_ABSTRACT[abstract] = (first, now, spec)
+        _BY_ABSTRACT[abstract] = (first, now, spec, first_structure)
+        # the first graph's starts are fed from now on too: one program for all, and a bridge's
+        # trace at them ties its starts to the numbers it feeds (dynamo/fed_starts.py)
+        _BY_STRUCTURE.pop(first_structure, None)
     return spec
 
 

@@ -62,6 +62,15 @@ def clone(x, *args, **kwargs):
     return x
 
 
+@register(aten.copy.default, meta=True, like=True)
+def copy(x, src, non_blocking=False, _meta=None):
+    """The functional copy_, with which functionalized graphs write through a view: src in x's
+    shape (and dtype, as every result is cast). Eager's kernel clones x's storage window
+    (clone_preserve_strides), which put x's storage offset, a view's start, into the program."""
+    (shape, _), = _meta
+    return jnp.broadcast_to(src, shape)
+
+
 @register(aten.scalar_tensor.default, meta=True)
 def scalar_tensor(s, *args, _meta, **kwargs):
     (shape, dtype), = _meta

@@ -155,7 +155,10 @@ def slice_(x, dim=0, start=None, end=None, step=1):
 
 def select_offset(shape, dim, index):
     dim = _norm(dim, len(shape))
-    return (index + shape[dim] if index < 0 else index), (dim,)
+    start = index + shape[dim] if index < 0 else index
+    if not 0 <= start < shape[dim]:  # (recording checked it; a fed index is checked per call)
+        raise IndexError(f"index {index} is out of bounds for dimension {dim} with size {shape[dim]}")
+    return start, (dim,)
 
 
 def _dynamic_select(x, index, dim):
@@ -216,7 +219,10 @@ def view_as_real(x):
 
 def _narrow_offset(shape, dim, start, length):
     dim = _norm(dim, len(shape))
-    return (start + shape[dim] if start < 0 else start), (dim, length, 1)
+    begin = start + shape[dim] if start < 0 else start
+    if not (0 <= begin and 0 <= length and begin + length <= shape[dim]):  # (as select_offset)
+        raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({shape[dim]})")
+    return begin, (dim, length, 1)
 
 
 @register(aten.narrow.default, view=True, scatter=_write_at(_narrow_offset, dynamic_slice_scatter))

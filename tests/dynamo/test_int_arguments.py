@@ -86,16 +86,18 @@ def test_a_value_check_runs_on_every_fed_value():
     assert _extractions() == before
 
 
-def test_an_int_a_dtype_check_refuses_stays_keyed_and_checked():
-    """An int8 tensor cannot hold the stand-ins (the trace raises eager's overflow error): n is
-    keyed by value, and a value out of range still raises."""
+def test_an_int_a_dtype_check_refuses_far_from_its_value_is_fed_and_checked():
+    """An int8 tensor cannot hold the usual stand-ins (the trace raises eager's overflow error):
+    stand-ins next to n's value are traced instead, so n is fed, and a value out of range still
+    raises eager's error."""
     fn = lambda x, n: x.clamp(max=n) * 2  # noqa: E731
     x = torch.tensor([1, 50, -120], dtype=torch.int8)
-    made = _run(fn, x, [(5,), (6,), (7,), (6,)])
-    assert made[2] == 1 and made[3] == 0
+    made = _run(fn, x, [(5,), (6,), (7,), (6,), (-100,)])
+    assert made[2:] == [0, 0, 0]
     compiled = torch.compile(fn, backend="lazyxla")
     with pytest.raises(RuntimeError, match="without overflow"):
         compiled(x.to(D), 300).cpu()
+    torch.testing.assert_close(compiled(x.to(D), 9).cpu(), fn(x, 9))
 
 
 def test_feeding_off_keys_ints_by_value(monkeypatch):

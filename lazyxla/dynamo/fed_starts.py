@@ -1,0 +1,116 @@
+"""Int arguments that index: fed as the starts of the views they place.
+
+A loop that calls a compiled function with a new position each time (`x[i]`, `x[i:i + 3]`,
+`cache[pos] = k`) gets a SymInt argument from Dynamo. Lazy mode's cut already takes such starts as
+runtime scalars once they vary (ir/graph.py), so one program serves every position; here the bridge
+ties each of those starts to the fed number it came from (input_items.py), and every call feeds it.
+
+Two things differ from the other fed numbers:
+  - Stand-ins far from the graph's numbers would index out of range. Where they fail, the graph
+    is traced at its own values, then with stand-ins next to them (near_stand_ins): a trace at
+    this call's values first, so the cut has seen a start to vary from.
+  - A program takes a start, but its length and its in-range reading are fixed when traced: XLA
+    clamps a start out of range, and a Python slice at the end of a tensor is shorter. So every call
+    computes each fed start's view again from the call's numbers (StartCheck); one that differs
+    from the traced view (an index out of range, a negative one, a shorter last slice) raises
+    OutsideTraced, and that call runs a program traced at its own values, which raises eager's
+    error where eager does.
+"""
+from __future__ import annotations
+
+from lazyxla.device import dispatch
+from lazyxla.ir.node import Node
+from .input_items import run_checks
+
+# Pairs of offsets from an int argument's value tried as its stand-ins, in order: both sides of it,
+# then above (the first row), then below (the last row or slice).
+_NEAR = ((1, -1), (1, 2), (-1, -2))
+
+
+class OutsideTraced(Exception):
+    """This call's numbers place a fed view elsewhere than its program reads (out of range, a
+    negative index, a shorter slice): the call needs a program traced at its values."""
+
+
+class _Shape:
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+class StartCheck:
+    """Recomputes where a view op with a fed start reads (or writes) for a call's numbers, and
+    raises OutsideTraced unless that is the start fed and the view the program was cut with.
+    Holds the node's shapes, not its inputs (no IR outlives the trace)."""
+    __slots__ = ("op", "shape", "dtype", "inputs", "traced")
+
+    def __init__(self, node):
+        self.op, self.shape, self.dtype = node.op, node.shape, node.dtype
+        self.inputs = tuple(_Shape(i.shape) for i in node.inputs)
+        _, low, attrs = node.op.offset(node)
+        self.traced = (low, attrs)
+
+    def __call__(self, start, attrs):
+        probe = Node(self.op, self.inputs, attrs, self.shape, self.dtype)
+        try:
+            s, low, rest = self.op.offset(probe)
+        except Exception as e:  # an index out of range
+            raise OutsideTraced(str(e)) from None
+        if s != start or low is not self.traced[0] or rest != self.traced[1]:
+            raise OutsideTraced(f"{self.op.name} at {attrs}: another view than traced")
+
+
+def tie_starts(graph, sources) -> None:
+    """While the bridge traces with stand-ins: ties each start the cut `graph` feeds that is a
+    fed number to that number (`sources`, as dispatch ties runtime scalars) and notes its
+    StartCheck with the fed numbers' places in the op's arguments (SourcedNumbers.checks)."""
+    sourced = dispatch.SOURCED_NUMBERS
+    if sourced is None or not graph.starts or not dispatch.tracing_here():
+        return
+    params = graph.params[len(graph.params) - len(graph.starts):]
+    for node, p in zip(graph.starts, params):
+        k = sourced.get((int, p.data)) if type(p.data) is int else None
+        if k is None:  # a start of the graph's own: a constant
+            continue
+        sources[id(p)] = (p, k)
+        sourced.checks.append((StartCheck(node), (dispatch.FedNumber(k), _mark(node.attrs, sourced)), {}))
+
+
+def checks_agree(tracings) -> bool:
+    """Whether each of two traces' StartChecks passes on the other trace's numbers: one that took
+    a number of the graph's own for a fed one (a dim equal to a stand-in) does not."""
+    a, b = tracings
+    for mine, other in ((a, b), (b, a)):
+        try:
+            run_checks([c for c in mine.checks if type(c[0]) is StartCheck], other.values)
+        except OutsideTraced:
+            return False
+    return True
+
+
+def _mark(v, sourced):
+    """`v` with each int that stands for a fed number replaced by its FedNumber."""
+    tv = type(v)
+    if tv is int:
+        k = sourced.get((int, v))
+        return v if k is None else dispatch.FedNumber(k)
+    if tv is tuple or tv is list:
+        return tv(_mark(x, sourced) for x in v)
+    return v
+
+
+def near_stand_ins(values, ints, others) -> list:
+    """Tries of (this call's values, stand-ins, other stand-ins) for the fed numbers, each
+    {index: value}: the int arguments at `ints` moved by _NEAR from their values, the other numbers'
+    stand-ins (`others`, two sets) kept. Tries whose ints are not apart or not all int64 are
+    left out."""
+    tries = []
+    for d1, d2 in _NEAR:
+        sets = tuple({**o, **{k: values[k] + d for k in ints}} for o, d in zip(others, (d1, d2)))
+        here = {**others[0], **{k: values[k] for k in ints}}
+        every = (here,) + sets
+        if all(len(set(s.values())) == len(s) and all(-2 ** 63 <= s[k] < 2 ** 63 for k in ints)
+               for s in every):
+            tries.append(every)
+    return tries

@@ -1,0 +1,156 @@
+"""Int arguments that index a tensor in a compiled function (`x[i]`, `x[i:i + 3]`,
+`cache[pos] = v`): fed to one program as the starts of their views, each call's view checked
+against the traced one (lazyxla/dynamo/fed_starts.py)."""
+import pytest
+import torch
+
+import lazyxla
+from lazyxla import metrics
+from lazyxla.dynamo import fed_starts
+from lazyxla.dynamo.bridge import Bridge
+
+D = lazyxla.device()
+X = torch.arange(40.0).reshape(10, 4) / 7
+
+
+def _extractions():
+    return metrics.counter_value("DynamoExtractCompiledGraph") or 0
+
+
+def _run(fn, make_args, values):
+    """Compiles fn and calls it with make_args(v) for each of `values`, as eager with the same
+    arguments on the CPU; returns the extractions each call made."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="lazyxla")
+    made = []
+    for v in values:
+        args = make_args(v)
+        before = _extractions()
+        got = compiled(*[a.to(D) if isinstance(a, torch.Tensor) else a for a in args])
+        made.append(_extractions() - before)
+        torch.testing.assert_close(got.cpu(), fn(*args), rtol=0, atol=0)
+    return made
+
+
+def test_an_index_and_a_start_are_fed_on_every_call():
+    """x[i] and x[i:i + 3] with a new i every call: after the bridge has traced the SymInt graph
+    (the second value), no later index in range extracts again."""
+    made = _run(lambda x, i: x[i] * 0.5 + x[i:i + 3].sum(0), lambda i: (X, i),
+                [2, 3, 4, 7, 5, 6, 2])
+    assert made[2:] == [0] * 5
+
+
+def test_narrow_and_select_methods_are_fed():
+    made = _run(lambda x, i: x.narrow(0, i, 2).sum(0) - x.select(0, i + 1), lambda i: (X, i),
+                [2, 3, 6, 4, 8])
+    assert made[2:] == [0] * 3
+
+
+def test_a_slice_cut_short_at_the_end_gets_its_own_program():
+    """x[i:i + 3] at i = 8 of 10 rows has 2 rows, which the fed program's 3 cannot give (Dynamo
+    guards this and compiles the graph again; the bridge's own check is tested below): once
+    extracted, neither kind of call extracts again."""
+    made = _run(lambda x, i: x[i:i + 3].sum(0), lambda i: (X, i), [2, 3, 4, 8, 5, 8, 6])
+    assert made[2] == 0 and made[3] >= 1 and made[4:] == [0, 0, 0]
+
+
+def test_an_int_that_sets_a_slice_length_stays_keyed():
+    """x[:n] reads n rows: the traces next to n make programs of other lengths, so n is keyed by
+    value, each value extracted once."""
+    made = _run(lambda x, n: x[:n].sum(0), lambda n: (X, n), [2, 3, 4, 3, 5])
+    assert made[2] == 1 and made[3] == 0 and made[4] == 1
+
+
+def test_stand_ins_next_to_an_int_stay_apart_and_in_int64():
+    """Each try: this call's values, then two sets of stand-ins with the int moved by 1 or 2
+    (other numbers keep their own stand-ins); a try past int64 is left out."""
+    tries = fed_starts.near_stand_ins((5, 0.5), [0], ({1: 0.1}, {1: 0.2}))
+    assert [(t[1][0], t[2][0]) for t in tries] == [(6, 4), (6, 7), (4, 3)]
+    assert all(t[0] == {0: 5, 1: 0.1} and t[1][1] == 0.1 and t[2][1] == 0.2 for t in tries)
+    top = fed_starts.near_stand_ins((2 ** 63 - 1,), [0], ({}, {}))
+    assert [(t[1][0], t[2][0]) for t in top] == [(2 ** 63 - 2, 2 ** 63 - 3)]
+
+
+def test_a_write_at_an_index_is_fed():
+    """cache[pos] = v, a KV cache's write: the cache matches eager's after every call, one program
+    for every position."""
+    torch._dynamo.reset()
+
+    def write(cache, v, pos):
+        cache[pos] = v
+        return cache.sum(0)
+    compiled = torch.compile(write, backend="lazyxla")
+    cache, lazy_cache = torch.zeros(10, 4), torch.zeros(10, 4).to(D)
+    made = []
+    for pos in [2, 3, 7, 4, 9, 5]:
+        v = torch.full((4,), float(pos))
+        before = _extractions()
+        got = compiled(lazy_cache, v.to(D), pos)
+        made.append(_extractions() - before)
+        torch.testing.assert_close(got.cpu(), write(cache, v, pos), rtol=0, atol=0)
+        torch.testing.assert_close(lazy_cache.cpu(), cache, rtol=0, atol=0)
+    assert made[2:] == [0] * 4
+
+
+def test_a_returned_view_at_an_index_keeps_its_place():
+    """A view at i returned as an output is rebuilt from the traced view, so its index stays
+    keyed: every call's view has eager's values, strides and storage offset."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, i: x[i], backend="lazyxla")
+    x = X.to(D)
+    for i in [2, 3, 5, 4]:
+        got = compiled(x, i)
+        torch.testing.assert_close(got.cpu(), X[i], rtol=0, atol=0)
+        assert got.storage_offset() == X[i].storage_offset() and got.stride() == X[i].stride()
+
+
+def test_a_gradient_through_an_index_matches_eager():
+    """A training step that reads a parameter at i: the saved view of it is another view each
+    call, so that graph stays keyed by i, and every gradient is eager's."""
+    torch._dynamo.reset()
+
+    def step(w, i):
+        loss = (w[i] * 2).sum() + w[i:i + 2].pow(2).sum()
+        loss.backward()
+        return loss
+    compiled = torch.compile(step, backend="lazyxla")
+    w = X.clone().requires_grad_()
+    lazy_w = X.to(D).requires_grad_()
+    for i in [2, 3, 6, 4]:
+        w.grad = lazy_w.grad = None
+        torch.testing.assert_close(compiled(lazy_w, i).cpu(), step(w, i))
+        torch.testing.assert_close(lazy_w.grad.cpu(), w.grad)
+
+
+def _symint_graph(fn, x):
+    """The FX graph Dynamo makes of fn(x, i) once i has changed (a SymInt placeholder)."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    compiled = torch.compile(fn, backend=capture)
+    compiled(x, 2)
+    compiled(x, 3)
+    return graphs[-1]
+
+
+def test_every_call_checks_its_index_against_the_traced_view():
+    """Called past Dynamo's guards, the bridge itself refuses what the fed program would read
+    wrongly (XLA clamps a start out of range): a negative index or a shorter slice runs a program
+    traced at its values, and an index out of range raises eager's error."""
+    fn = lambda x, i: x[i] * 2 + x[i:i + 3].sum(0)  # noqa: E731
+    x = X.to(D)
+    bridge = Bridge(_symint_graph(fn, x))
+    for i in [3, 4, 5]:
+        torch.testing.assert_close(bridge(x, i)[0].cpu(), fn(X, i), rtol=0, atol=0)
+    assert _extractions() and len(bridge.programs) == 1
+    for i in [-3, 8, 9, -3]:
+        torch.testing.assert_close(bridge(x, i)[0].cpu(), fn(X, i), rtol=0, atol=0)
+    assert len(bridge.programs) == 1 and len(bridge.outside) == 3
+    with pytest.raises(IndexError, match="out of (bounds|range)"):
+        bridge(x, 10)
+    with pytest.raises(IndexError, match="out of (bounds|range)"):
+        bridge(x, -11)
+    torch.testing.assert_close(bridge(x, 6)[0].cpu(), fn(X, 6), rtol=0, atol=0)
