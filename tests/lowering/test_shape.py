@@ -134,3 +134,22 @@ def test_replicate_pad_negative():
                    (torch.randn(5, 6, 4, 4), (5, -4, -4, 3)), (torch.randn(2, 3, 5), (-1, 2))):
         check(lambda a: F.pad(a, pad, mode="replicate"), x)
         check_grad(lambda a: F.pad(a, pad, mode="replicate"), x)
+
+
+@pytest.mark.parametrize("view, src", [
+    (lambda x: x[2], torch.tensor([1.5, -2.0, 3.25, 7.0])),           # a row: one start
+    (lambda x: x[1:4, 1], torch.tensor(2.5)),                          # broadcast from 0-dim
+    (lambda x: x.t(), torch.arange(24, dtype=torch.int64).reshape(4, 6)),  # cast, transposed
+    (lambda x: x.t()[1:], torch.ones(3, 6, dtype=torch.float64)),     # transposed, offset
+])
+def test_functional_copy_is_src_in_the_views_shape_and_dtype(view, src):
+    """aten.copy (functionalization's copy_: how a compiled graph writes through a view) gives
+    src broadcast and cast to the view's shape and dtype, as eager; its result is a fresh tensor
+    at offset 0 (eager clones the view's storage window, whose offset is the view's start)."""
+    x = torch.randn(6, 4)
+    want, got = check(lambda x, s: torch.ops.aten.copy.default(view(x), s), x, src)
+    assert got.dtype == want.dtype == torch.float32 and got.shape == want.shape
+    lazy = torch.ops.aten.copy.default(view(x.to(lazyxla.device())), src.to(lazyxla.device()))
+    assert lazy.storage_offset() == 0
+    if want.storage_offset() == 0:
+        assert lazy.stride() == want.stride()
