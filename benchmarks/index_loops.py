@@ -7,9 +7,10 @@ reading one position over and over: time per step, host memory and what lazyxla 
 Each step reads row i of a 20000 x 64 tensor on the device, scaled, and adds a 3-row slice
 starting at i (`x[i] * 0.5 + x[i:i + 3].sum(0)`): in lazy mode, synced every 50 steps; compiled
 (`torch.compile(backend="lazyxla")`, the step a function of (x, i)), synced every step. A new
-index is a new shape signature in lazy mode, and in the compiled function an int argument the
-bridge keys its programs by (lazyxla/dynamo/input_items.py: an index cannot be fed); the XLA
-program is shared either way (the start becomes a runtime parameter). One more case passes the
+index is a new shape signature in lazy mode; in the compiled function the bridge feeds it as the
+views' starts (lazyxla/dynamo/fed_starts.py; LAZYXLA_FEED_ITEM_INPUTS=0 keys the programs by it,
+the case "keyed"); the XLA program is shared either way (the start is a runtime parameter), and
+the compiled function checks each call's views against the traced ones. One more case passes the
 index as a 1-element tensor on the device (`x[idx][0]`, `index_select`; its transfer is part of
 the step), which the compiled function takes as an input like any tensor. Each case runs in its own
 process (XLA on one core, as in the suite), the cases alternating; reported per case: the median
@@ -30,7 +31,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CASES = ("lazy, a new index every step", "lazy, one index", "compiled, a new index every call",
-         "compiled, one index", "compiled, a new index every call, as a 1-element tensor")
+         "compiled, a new index every call, keyed by value", "compiled, one index",
+         "compiled, a new index every call, as a 1-element tensor")
 
 
 def _rss_mb() -> float:
@@ -39,6 +41,8 @@ def _rss_mb() -> float:
 
 
 def _run_case(case: str, steps: int) -> dict:
+    if case.endswith("keyed by value"):  # (read when the bridge is made)
+        os.environ["LAZYXLA_FEED_ITEM_INPUTS"] = "0"
     import torch
     import lazyxla
     from lazyxla import metrics
@@ -115,7 +119,9 @@ def main(argv=None) -> int:
              f"`python -m benchmarks.index_loops --steps {args.steps} --rounds {args.rounds}` on "
              f"{time.strftime('%Y-%m-%d %H:%M')}. Step: `acc + x[i] * 0.5 + x[i:i + 3].sum(0)` "
              "on a 20000 x 64 device tensor; lazy mode syncs every 50 steps, the compiled function "
-             "every call; the last case passes i as `idx = torch.tensor([i])` on the device "
+             "every call (the case keyed by value with LAZYXLA_FEED_ITEM_INPUTS=0, which keys "
+             "the compiled programs by i instead of feeding it as the views' start); the last case "
+             "passes i as `idx = torch.tensor([i])` on the device "
              "(`acc + x[idx][0] * 0.5 + x.index_select(0, idx + arange(3)).sum(0)`, the transfer "
              "timed). Each case in its own process (XLA on one core), the cases alternating; per "
              "case the median over the rounds of: the median step over the last half of the "

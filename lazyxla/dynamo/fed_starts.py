@@ -6,21 +6,25 @@ runtime scalars once they vary (ir/graph.py), so one program serves every positi
 ties each of those starts to the fed number it came from (input_items.py), and every call feeds it.
 
 Two things differ from the other fed numbers:
-  - Stand-ins far from the graph's numbers would index out of range. Where they fail, the graph
-    is traced at its own values, then with stand-ins next to them (near_stand_ins): a trace at
-    this call's values first, so the cut has seen a start to vary from.
+  - Stand-ins far from the graph's numbers would index out of range (or a slice would clamp them).
+    Where they fail, the graph is traced at this call's values (so the cut has seen a start to
+    vary from), then with stand-ins next to them (near_stand_ins); where such a stand-in meets a
+    number of the graph's own (`x[i] * 2` with i = 3 and a stand-in 2), the next pair is tried.
   - A program takes a start, but its length and its in-range reading are fixed when traced: XLA
     clamps a start out of range, and a Python slice at the end of a tensor is shorter. So every call
     computes each fed start's view again from the call's numbers (StartCheck); one that differs
     from the traced view (an index out of range, a negative one, a shorter last slice) raises
     OutsideTraced, and that call runs a program traced at its own values, which raises eager's
     error where eager does.
+
+A view at the index that leaves the graph (returned, or saved by autograd for the backward) is
+rebuilt from the view traced, so such a graph's two traces differ and it stays keyed by the index.
 """
 from __future__ import annotations
 
 from lazyxla.device import dispatch
-from lazyxla.ir.node import Node
-from .input_items import run_checks
+from lazyxla.ir.node import Slot
+from .input_items import put, run_checks
 
 # Pairs of offsets from an int argument's value tried as its stand-ins, in order: both sides of it,
 # then above (the first row), then below (the last row or slice).
@@ -32,33 +36,50 @@ class OutsideTraced(Exception):
     negative index, a shorter slice): the call needs a program traced at its values."""
 
 
-class _Shape:
-    __slots__ = ("shape",)
-
-    def __init__(self, shape):
-        self.shape = shape
-
-
 class StartCheck:
-    """Recomputes where a view op with a fed start reads (or writes) for a call's numbers, and
+    """Recomputes where a view op with a fed start reads (or writes) for a call's fed numbers, and
     raises OutsideTraced unless that is the start fed and the view the program was cut with.
-    Holds the node's shapes, not its inputs (no IR outlives the trace)."""
-    __slots__ = ("op", "shape", "dtype", "inputs", "traced")
+    Holds the base's shape, not the node (no IR outlives the trace). Called with the fed numbers
+    themselves (input_items.run_checks): it puts them in place without walking the arguments."""
+    __slots__ = ("offset", "base", "rest", "k", "args", "kwargs", "at")
 
-    def __init__(self, node):
-        self.op, self.shape, self.dtype = node.op, node.shape, node.dtype
-        self.inputs = tuple(_Shape(i.shape) for i in node.inputs)
-        _, low, attrs = node.op.offset(node)
-        self.traced = (low, attrs)
+    def __init__(self, node, k, sourced):
+        self.offset, self.k = node.op.offset, k
+        self.base = node.shape if self.offset.output_base else node.inputs[0].shape
+        self.rest = self.offset.start_of(self.base, node.attrs)[1]
+        args, kwargs = node.attrs
+        self.args, self.kwargs = _mark(tuple(args), sourced), _mark(tuple(kwargs), sourced)
+        # (position, fed number) of each fed number among the arguments, where all are at the
+        # top level; else None, and each call puts them in place by walking (input_items.put)
+        at = [(j, v.k) for j, v in enumerate(self.args) if type(v) is dispatch.FedNumber]
+        self.at = tuple(at) if len(at) == _count(self.args) and not _count(self.kwargs) else None
 
-    def __call__(self, start, attrs):
-        probe = Node(self.op, self.inputs, attrs, self.shape, self.dtype)
+    def __call__(self, fed):
+        if self.at is not None:
+            args = list(self.args)
+            for j, k in self.at:
+                args[j] = fed[k]
+            attrs = (args, self.kwargs)
+        else:
+            attrs = (put(self.args, fed), put(self.kwargs, fed))
         try:
-            s, low, rest = self.op.offset(probe)
+            start, rest = self.offset.start_of(self.base, attrs)
         except Exception as e:  # an index out of range
             raise OutsideTraced(str(e)) from None
-        if s != start or low is not self.traced[0] or rest != self.traced[1]:
-            raise OutsideTraced(f"{self.op.name} at {attrs}: another view than traced")
+        if start != fed[self.k] or rest != self.rest:
+            op = self.offset.dynamic.name.removeprefix("dynamic:")
+            shown = [a for a in attrs[0] if not isinstance(a, Slot)]
+            raise OutsideTraced(f"{op} with arguments {shown} of a tensor of shape "
+                                f"{list(self.base)}: another view than traced")
+
+
+def _count(v) -> int:
+    """FedNumbers in v, nested too."""
+    if type(v) is dispatch.FedNumber:
+        return 1
+    if type(v) is tuple or type(v) is list:
+        return sum(_count(x) for x in v)
+    return 0
 
 
 def tie_starts(graph, sources) -> None:
@@ -74,7 +95,7 @@ def tie_starts(graph, sources) -> None:
         if k is None:  # a start of the graph's own: a constant
             continue
         sources[id(p)] = (p, k)
-        sourced.checks.append((StartCheck(node), (dispatch.FedNumber(k), _mark(node.attrs, sourced)), {}))
+        sourced.checks.append((StartCheck(node, k, sourced), None, None))
 
 
 def checks_agree(tracings) -> bool:

@@ -220,15 +220,19 @@ def traced_with(stand_ins):
 def run_checks(checks, fed) -> None:
     """The value checks a fed program's ops made as they recorded, on this call's fed values."""
     for check, args, kwargs in checks:
-        check(*_put(args, fed), **{n: _put(v, fed) for n, v in kwargs.items()})
+        if args is None:  # a check that takes the fed numbers (fed_starts.StartCheck)
+            check(fed)
+        else:
+            check(*put(args, fed), **{n: put(v, fed) for n, v in kwargs.items()})
 
 
-def _put(v, fed):
+def put(v, fed):
+    """`v` with each FedNumber replaced by its fed number in `fed`."""
     tv = type(v)
     if tv is dispatch.FedNumber:
         return fed[v.k]
     if tv is list or tv is tuple:
-        return tv(_put(x, fed) for x in v)
+        return tv(put(x, fed) for x in v)
     return v
 
 

@@ -272,20 +272,34 @@ def view_dtype(x, dtype):
 # differing start fed at every run (ir/graph.py decides which). The host still computes the
 # start, Python-style (negative, clamped), and the length, which stays part of the program.
 
+class _Offset:
+    """Lowering.offset of a view op (or its write): node -> (start, the op with its start traced,
+    its attrs)."""
+    __slots__ = ("params", "dynamic", "slots", "n_data", "output_base")
+
+    def __init__(self, params, dynamic, n_data, output_base):
+        self.params, self.dynamic, self.n_data = params, dynamic, n_data
+        self.slots = tuple(Slot(i) for i in range(n_data + 1))  # the start is the last input
+        self.output_base = output_base
+
+    def __call__(self, node):
+        base = node.shape if self.output_base else node.inputs[0].shape
+        start, rest = self.start_of(base, node.attrs)
+        return start, self.dynamic, (self.slots + rest, ())
+
+    def start_of(self, base, attrs):
+        """(start, the rest of the traced op's arguments) of a node with `attrs` whose base has
+        shape `base`; raises for a start out of range."""
+        args, kwargs = attrs
+        return self.params(base, *args[self.n_data:], **dict(kwargs))
+
+
 def dynamic_offset(low, params, fn, n_data, meta=False, output_base=False):
     """Sets low.offset: a node of `low` whose first n_data inputs are tensors gives its start
     and (by `params`, from the base's shape and the node's other arguments) the rest of the
     arguments of `fn(*tensors, start, *rest)`, the same op with the start traced. The base is the
     first input, or the output (`output_base`: a backward that makes the base)."""
-    slots = tuple(Slot(i) for i in range(n_data + 1))  # the start is the node's last input
-    dynamic = Lowering(f"dynamic:{low.name}", fn, meta=meta)
-
-    def offset(node):
-        args, kwargs = node.attrs
-        shape = node.shape if output_base else node.inputs[0].shape
-        start, rest = params(shape, *args[n_data:], **dict(kwargs))
-        return start, dynamic, (slots + rest, ())
-    low.offset = offset
+    low.offset = _Offset(params, Lowering(f"dynamic:{low.name}", fn, meta=meta), n_data, output_base)
 
 
 def _dynamic(op, params, read, write):
