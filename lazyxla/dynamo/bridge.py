@@ -458,9 +458,11 @@ def _pack(entry, outs):
 
 _INDEX_HINT = (". An int argument that changes is keyed by its value where it sets a shape, a "
                "length or a dim (x[:n], x.view(n, -1)) or goes through other arithmetic than "
-               "+ - * / (x[n % 4]): each value is a program of its own; a start or an index of "
-               "a view (x[i], x[i:i + 4], cache[i] = v) and a number the tensor ops take are "
-               "fed on every call")
+               "+ - * / (x[n % 4]), and where a view at it leaves the graph (returned, or saved "
+               "for the backward): each value is a program of its own. Starts and indexes of "
+               "other views (x[i], x[i:i + 4], cache[i] = v) and numbers the tensor ops take are "
+               "fed on every call, and so is an index passed as a 1-element int64 tensor on the "
+               "device (x.index_select(0, idx))")
 
 
 def _ints_changed(old, new) -> bool:
