@@ -314,36 +314,60 @@ class Bridge:
 
     def _extract_feeding(self, args):
         """The program with the fed numbers as runtime scalars, if a second trace with other
-        stand-ins makes the same one; else None. Where the stand-ins fail and int arguments are
-        fed (an index out of range, a slice's start clamped), stand-ins next to their values
-        (fed_starts.py)."""
+        stand-ins makes the same one, and where ints are fed, so does a trace at this call's own
+        numbers (two stand-ins past a slice's end clamp alike); else None. Where the stand-ins
+        fail and int arguments are fed (an index out of range, a slice's start clamped),
+        stand-ins next to their values (fed_starts.py)."""
         sets = self.feed.stand_ins(args)
         if sets is None:
             return None
+        values = self.feed.values_fn(*args)
         try:
             entry, cause = self._traced_alike(args, sets)
+            if entry is not None and self.feed.args:  # (floats saturate nothing so)
+                entry, cause = self._as_at(args, {k: values[k] for k in sets[0]}, entry)
         except Exception as e:  # (a stand-in out of an op's range)
             entry, cause = None, e
         if entry is None and self.feed.args:  # (a slice's start clamped, an index out of range)
-            values = self.feed.values_fn(*args)
-            tries = fed_starts.near_stand_ins(values, self.feed.args, sets)
-            try:
-                if tries:  # this call's values first: the cut's starts vary from theirs
-                    with items.traced_with(tries[0][0]):
-                        extract(self.feed.reading_gm, args, self.name, self.attrs, warm_up=False)
-                for _, *near in tries:
-                    try:
-                        entry, cause = self._traced_alike(args, near)
-                    except Exception as e:  # out of range: the next pair
-                        cause = e
-                        continue
-                    if entry is not None or cause is _DIFFERS:
-                        break  # (the next pair only where a stand-in met a number of the graph)
-            except Exception as e:  # this call's values fail: keyed, so that the call raises
-                entry, cause = None, e
+            entry, cause = self._feeding_near(args, values, sets, cause)
         if entry is None:
             log.debug("lazyxla: %s keys its number inputs by value: %s", self.name, cause)
+        elif entry.hash is not None:
+            executor.executable_for(executor.CACHE.spec(entry.hash), self.dynamic)  # (warm-up)
         return entry
+
+    def _feeding_near(self, args, values, sets, cause):
+        """(_traced_alike's program with stand-ins next to the int arguments' values, this call's
+        values making it too, None), or (None, why)."""
+        tries = fed_starts.near_stand_ins(values, self.feed.args, sets)
+        if not tries:
+            return None, cause
+        here = {k: values[k] for k in sets[0]}
+        try:
+            with items.traced_with(here):  # this call's values first: the cut's starts vary
+                extract(self.feed.reading_gm, args, self.name, self.attrs, warm_up=False)
+            for _, *near in tries:
+                try:
+                    entry, cause = self._traced_alike(args, near)
+                except Exception as e:  # out of range: the next pair
+                    cause = e
+                    continue
+                if entry is not None:
+                    return self._as_at(args, here, entry)
+                if cause is _DIFFERS:
+                    break  # (the next pair only where a stand-in met a number of the graph)
+        except Exception as e:  # this call's values fail: keyed, so that the call raises
+            cause = e
+        return None, cause
+
+    def _as_at(self, args, values, entry):
+        """(entry, None) if a trace at `values` (this call's) makes entry's program; else
+        (None, why)."""
+        with items.traced_with(values):
+            at = extract(self.feed.reading_gm, args, self.name, self.attrs, warm_up=False)
+        if at.hash != entry.hash:
+            return None, "the program at this call's numbers is another (" + _DIFFERS + ")"
+        return entry, None
 
     def _traced_alike(self, args, sets):
         """(the program traced with each of the two `sets` of stand-ins, None) if both make the
@@ -363,8 +387,6 @@ class Bridge:
                 or not fed_starts.checks_agree(tracings):
             return None, "a stand-in met a number of the graph's own"
         entry.checks = tracings[0].checks
-        if entry.hash is not None:
-            executor.executable_for(executor.CACHE.spec(entry.hash), self.dynamic)  # (warm-up)
         return entry, None
 
     def _traced_at(self, call_args, fed, cause):
