@@ -132,7 +132,9 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
     sources: dict = {}
     dispatch.CPU_SCALAR_SOURCES, dispatch.TRACER = sources, threading.get_ident()
     try:
-        outs = gm(*call_args)
+        # (a trace with stand-ins calls forward itself: a stand-in out of range is no error of the
+        # user's, which FX's module call would print with the graph's code)
+        outs = gm.forward(*call_args) if dispatch.SOURCED_NUMBERS is not None else gm(*call_args)
         container = type(outs) if isinstance(outs, (tuple, list)) else None
         outs = list(outs) if container else [outs]
         handler = OutputHandler(outs, args, roots_of_args, {id(n) for n in start if n is not None})

@@ -43,12 +43,15 @@ STATEMENTS = [
     "t{n} = {x}.clone(); t{n}[{y}[:, 0] > 0, torch.tensor([0, 1], device={x}.device)] = 1.0",
 ]
 
-# With --ints: statements on the int argument k (fed to the program where it is only a scalar)
+# With --ints: statements on the int argument k (fed to the program where it is only a scalar or
+# a view's start, dynamo/fed_starts.py)
 INT_STATEMENTS = [
     "t{n} = {x} * k", "t{n} = {x} + (k + 1) * 0.5", "t{n} = {x} - k * {y}", "{inp}.add_(k)",
     "t{n} = {x}.clamp(max=k)", "t{n} = torch.full_like({x}, k) + {y}", "t{n} = {x}[:k]",
     "t{n} = {x}.roll(k, 0)", "t{n} = {x} / (k * k + 1)", "t{n} = {x}.sum() * k - k",
     "t{n} = {x} * (k // 2)", "t{n} = {x}.pow(k % 3)", "{inp}.mul_(k - 1)",
+    "t{n} = {x}[k] * 2", "t{n} = {x}[k:k + 2] + 1", "t{n} = {x}.narrow(0, k, 1) - {y}[:1]",
+    "{inp}[k] = 1.5", "{inp}[k:k + 1].mul_(2)", "t{n} = {x}[k::2].sum(0)", "t{n} = {x}[:, k] * k",
 ]
 
 
