@@ -197,8 +197,10 @@ _MOST_NUMBERS_TRIED = 6
 # per call: the first few are warnings, the rest debug messages (the report keeps every cause).
 _RETRACES_LOGGED = 3
 # Extracted programs a graph keeps per generation (lazyxla/generations.py), each a few KB: an int
-# argument that indexes (`x[i]`) keys them by value, a new one for every i
+# argument keyed by value (a length `x[:n]`, an index whose view leaves the graph) makes a new one
+# for every value
 _PROGRAMS_KEPT = 1024
+# Why two traces with stand-ins are not one program fed: other stand-ins would not help
 _DIFFERS = "the program depends on its numbers beyond its runtime scalars"
 
 
@@ -324,31 +326,31 @@ class Bridge:
         if sets is None:
             return None
         values = self.feed.values_fn(*args)
+        here = {k: values[k] for k in sets[0]}  # this call's numbers
         try:
             entry, cause = self._traced_alike(args, sets)
             if entry is not None and self.feed.args:  # (floats saturate nothing so)
-                entry, cause = self._as_at(args, {k: values[k] for k in sets[0]}, entry)
+                entry, cause = self._as_at(args, here, entry)
         except Exception as e:  # (a stand-in out of an op's range)
             entry, cause = None, e
         if entry is None and self.feed.args:  # (a slice's start clamped, an index out of range)
-            entry, cause = self._feeding_near(args, values, sets, cause)
+            entry, cause = self._feeding_near(args, values, here, sets, cause)
         if entry is None:
             log.debug("lazyxla: %s keys its number inputs by value: %s", self.name, cause)
         elif entry.hash is not None:
             executor.executable_for(executor.CACHE.spec(entry.hash), self.dynamic)  # (warm-up)
         return entry
 
-    def _feeding_near(self, args, values, sets, cause):
+    def _feeding_near(self, args, values, here, sets, cause):
         """(_traced_alike's program with stand-ins next to the int arguments' values, this call's
-        values making it too, None), or (None, why)."""
+        numbers `here` making it too, None), or (None, why)."""
         tries = fed_starts.near_stand_ins(values, self.feed.args, sets)
         if not tries:
             return None, cause
-        here = {k: values[k] for k in sets[0]}
         try:
-            with items.traced_with(here):  # this call's values first: the cut's starts vary
+            with items.traced_with(here):  # this call's numbers first: the cut's starts vary
                 extract(self.feed.reading_gm, args, self.name, self.attrs, warm_up=False)
-            for _, *near in tries:
+            for near in tries:
                 try:
                     entry, cause = self._traced_alike(args, near)
                 except Exception as e:  # out of range: the next pair

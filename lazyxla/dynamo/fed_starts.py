@@ -7,7 +7,7 @@ ties each of those starts to the fed number it came from (input_items.py), and e
 
 Two things differ from the other fed numbers:
   - Stand-ins far from the graph's numbers would index out of range (or a slice would clamp them).
-    Where they fail, the graph is traced at this call's values (so the cut has seen a start to
+    Where they fail, the graph is traced at this call's numbers (so the cut has seen a start to
     vary from), then with stand-ins next to them (near_stand_ins); where such a stand-in meets a
     number of the graph's own (`x[i] * 2` with i = 3 and a stand-in 2), the next pair is tried.
   - A program takes a start, but its length and its in-range reading are fixed when traced: XLA
@@ -122,16 +122,13 @@ def _mark(v, sourced):
 
 
 def near_stand_ins(values, ints, others) -> list:
-    """Tries of (this call's values, stand-ins, other stand-ins) for the fed numbers, each
-    {index: value}: the int arguments at `ints` moved by _NEAR from their values, the other numbers'
-    stand-ins (`others`, two sets) kept. Tries whose ints are not apart or not all int64 are
-    left out."""
+    """Pairs of stand-in sets ({index: value}) to try, in order: the int arguments at `ints` moved
+    by _NEAR from their `values`, the other numbers' stand-ins (`others`, two sets) kept. Pairs
+    whose numbers are not apart, or whose ints leave int64, are left out."""
     tries = []
     for d1, d2 in _NEAR:
-        sets = tuple({**o, **{k: values[k] + d for k in ints}} for o, d in zip(others, (d1, d2)))
-        here = {**others[0], **{k: values[k] for k in ints}}
-        every = (here,) + sets
+        pair = tuple({**o, **{k: values[k] + d for k in ints}} for o, d in zip(others, (d1, d2)))
         if all(len(set(s.values())) == len(s) and all(-2 ** 63 <= s[k] < 2 ** 63 for k in ints)
-               for s in every):
-            tries.append(every)
+               for s in pair):
+            tries.append(pair)
     return tries
