@@ -122,11 +122,21 @@ def cpu_scalar_node(t: torch.Tensor) -> Node:
 
 
 class FedNumber:
-    """Where a value check's call took the k-th fed number (SourcedNumbers.checks)."""
+    """Where a value check's call (SourcedNumbers.checks), or a view's arguments, took the k-th
+    fed number. Equal by k: two traces' recipes that take the same numbers compare equal."""
     __slots__ = ("k",)
 
     def __init__(self, k):
         self.k = k
+
+    def __eq__(self, other):
+        return type(other) is FedNumber and other.k == self.k
+
+    def __hash__(self):
+        return hash((FedNumber, self.k))
+
+    def __repr__(self):
+        return f"FedNumber({self.k})"
 
 
 class SourcedNumbers(dict):

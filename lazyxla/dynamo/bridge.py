@@ -165,7 +165,7 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
             if warm_up:
                 executor.executable_for(graph.spec, dynamic)  # warm-up compile: nothing runs
             fed_starts.tie_starts(graph, sources)  # (while tracing with stand-ins)
-            matcher = InputMatcher(graph, args, start, sources, mut_slots)
+            matcher = InputMatcher(graph, args, start, sources, mut_slots, handler.pinned)
             h = graph.spec.hash
             if debug_enabled():
                 _print_debug(gm, name, graph)
@@ -236,8 +236,11 @@ class Bridge:
         # Set once an argument came as another view (or with other aliasing) than traced: from
         # then on the structure of the tensor arguments joins the key.
         self.by_structure = False
+        # {argument: chain positions} of views whose starts programs feed (view_starts.py): the
+        # structure in the key leaves those starts out
+        self.loose_views = {}
 
-    def _key(self, args):
+    def _key(self, args, exact=False):
         if self.unkeyed:
             key = tuple([a for i, a in enumerate(args)
                          if i not in self.unkeyed and not isinstance(a, torch.Tensor)])
@@ -248,10 +251,34 @@ class Bridge:
         if self.keyed_items:
             key += tuple(args[i].item() for i in self.keyed_items)
         if self.by_structure:
-            key += (structure(args + self.attrs),)
+            key += (structure(args + self.attrs, None if exact else self.loose_views),)
         return key
 
+    def _lookup(self, args):
+        """(key, the program for these arguments or None): one that feeds the starts of the
+        arguments' views (`loose_views`), else one traced at these starts."""
+        key = self._key(args)
+        entry = self.programs[key]
+        if entry is None and self.loose_views:
+            entry = self.programs[self._key(args, exact=True)]
+        return key, entry
+
+    def _store(self, args, entry):
+        """Keep `entry` for these arguments. A program that feeds starts of views no program fed
+        before keys the programs by structure, those starts left out; the programs kept so far
+        are dropped (their keys hold the starts)."""
+        loose = entry.matcher.loose_args if entry.matcher is not None else {}
+        if any(not e <= self.loose_views.get(j, frozenset()) for j, e in loose.items()):
+            merged = dict(self.loose_views)
+            for j, e in loose.items():
+                merged[j] = merged.get(j, frozenset()) | e
+            self.loose_views, self.by_structure = merged, True
+            self.programs.clear()
+        self.programs.put(self._key(args, exact=loose != self.loose_views), entry)
+        return entry
+
     def _retrace(self, key, args, cause=None):
+        """Extract a program for these arguments (`key`: theirs, for the log) and keep it."""
         if self.programs or self.programs.old:
             self._log_retrace(cause or _describe_change(self.last_key, key),
                               _INDEX_HINT if _ints_changed(self.last_key, key) else "")
@@ -260,12 +287,8 @@ class Bridge:
             if entry is None:
                 entry = self._feed_what_can_be_fed(args)
             if entry is not None:
-                self.programs.put(self._key(args), entry)
-                return entry
-            key = self._key(args)
-        entry = extract(self.gm, args, self.name, self.attrs, dynamic=self.dynamic)
-        self.programs.put(key, entry)
-        return entry
+                return self._store(args, entry)
+        return self._store(args, extract(self.gm, args, self.name, self.attrs, dynamic=self.dynamic))
 
     def _log_retrace(self, cause, hint=""):
         metrics.counter_inc("DynamoRetrace")
@@ -410,8 +433,7 @@ class Bridge:
             return self._call(call_args, _retried)
 
     def _call(self, call_args, _retried):
-        key = self._key(call_args)
-        entry = self.programs[key]
+        key, entry = self._lookup(call_args)
         if entry is None:
             entry = self._retrace(key, call_args)
             key = self._key(call_args)  # (without the item values if they are fed from now on)
@@ -438,14 +460,15 @@ class Bridge:
             # from the view it was traced on, so it must still be that view)
             now = structure(args)
             if now != entry.structure:
-                return self._structure_changed(call_args, _retried, f"{entry.structure} -> {now}")
+                return self._structure_changed(call_args, _retried, f"{entry.structure} -> {now}",
+                                               entry)
             return _pack(entry, entry.outputs([], args, fed))
         exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
         _counters["RunCachedGraph"] += 1
         try:
             feed, roots = entry.matcher(args, fed)
         except InputStructureChanged as e:
-            return self._structure_changed(call_args, _retried, e)
+            return self._structure_changed(call_args, _retried, e, entry)
         if exe.donated:
             entry.matcher.guard_donated(roots, feed)
         try:
@@ -460,9 +483,10 @@ class Bridge:
             entry.matcher.write_back(roots, results)
         return _pack(entry, entry.outputs(results, args, fed, exe.out_perms))
 
-    def _structure_changed(self, call_args, _retried, cause):
+    def _structure_changed(self, call_args, _retried, cause, failed):
         """A tensor argument is another view of its buffer, or aliases others differently, than
-        traced: from now on the programs are keyed by that structure too."""
+        the program `failed` was traced with: from now on the programs are keyed by that
+        structure too."""
         if _retried:
             raise InputStructureChanged(str(cause))
         if not self.by_structure:  # key the programs traced so far by their structure too
@@ -471,8 +495,8 @@ class Bridge:
             for k, x in self.programs.every_item():
                 keyed.put(k + (x.structure,), x)
             self.programs = keyed
-        key = self._key(call_args)
-        if self.programs[key] is None:
+        key, entry = self._lookup(call_args)
+        if entry is None or entry is failed:  # (a key that leaves a start out finds one traced at it)
             self._retrace(key, call_args, cause=f"tensor argument structure changed: {cause}")
         return self._call(call_args, True)
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from lazyxla.device import dispatch
 from lazyxla.ir.node import Slot
-from .input_items import put, run_checks
+from .fed_numbers import count, mark, put
+from .input_items import run_checks
 
 # Pairs of offsets from an int argument's value tried as its stand-ins, in order: both sides of it,
 # then above (the first row), then below (the last row or slice).
@@ -48,11 +49,11 @@ class StartCheck:
         self.base = node.shape if self.offset.output_base else node.inputs[0].shape
         self.rest = self.offset.start_of(self.base, node.attrs)[1]
         args, kwargs = node.attrs
-        self.args, self.kwargs = _mark(tuple(args), sourced), _mark(tuple(kwargs), sourced)
+        self.args, self.kwargs = mark(tuple(args), sourced), mark(tuple(kwargs), sourced)
         # (position, fed number) of each fed number among the arguments, where all are at the
-        # top level; else None, and each call puts them in place by walking (input_items.put)
+        # top level; else None, and each call puts them in place by walking (fed_numbers.put)
         at = [(j, v.k) for j, v in enumerate(self.args) if type(v) is dispatch.FedNumber]
-        self.at = tuple(at) if len(at) == _count(self.args) and not _count(self.kwargs) else None
+        self.at = tuple(at) if len(at) == count(self.args) and not count(self.kwargs) else None
 
     def __call__(self, fed):
         if self.at is not None:
@@ -71,15 +72,6 @@ class StartCheck:
             shown = [a for a in attrs[0] if not isinstance(a, Slot)]
             raise OutsideTraced(f"{op} with arguments {shown} of a tensor of shape "
                                 f"{list(self.base)}: another view than traced")
-
-
-def _count(v) -> int:
-    """FedNumbers in v, nested too."""
-    if type(v) is dispatch.FedNumber:
-        return 1
-    if type(v) is tuple or type(v) is list:
-        return sum(_count(x) for x in v)
-    return 0
 
 
 def tie_starts(graph, sources) -> None:
@@ -108,17 +100,6 @@ def checks_agree(tracings) -> bool:
         except OutsideTraced:
             return False
     return True
-
-
-def _mark(v, sourced):
-    """`v` with each int that stands for a fed number replaced by its FedNumber."""
-    tv = type(v)
-    if tv is int:
-        k = sourced.get((int, v))
-        return v if k is None else dispatch.FedNumber(k)
-    if tv is tuple or tv is list:
-        return tv(_mark(x, sourced) for x in v)
-    return v
 
 
 def near_stand_ins(values, ints, others) -> list:

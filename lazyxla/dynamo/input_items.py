@@ -31,6 +31,7 @@ import torch.fx
 
 from lazyxla.device import dispatch
 from . import matcher as m
+from .fed_numbers import put
 from . import outputs as o
 
 # Arithmetic whose result is one formula of its operands, without branches: computed afresh on
@@ -224,16 +225,6 @@ def run_checks(checks, fed) -> None:
             check(fed)
         else:
             check(*put(args, fed), **{n: put(v, fed) for n, v in kwargs.items()})
-
-
-def put(v, fed):
-    """`v` with each FedNumber replaced by its fed number in `fed`."""
-    tv = type(v)
-    if tv is dispatch.FedNumber:
-        return fed[v.k]
-    if tv is list or tv is tuple:
-        return tv(put(x, fed) for x in v)
-    return v
 
 
 def is_float_of_read_only_inputs(n) -> bool:

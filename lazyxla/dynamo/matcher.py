@@ -26,8 +26,9 @@ from lazyxla.ir.node import Node
 from lazyxla.jaxenv import device_scalar, relayout
 from lazyxla.runtime import donation, executor
 from lazyxla.runtime.compiler import scalar_layout
+from .view_starts import fed_view_starts, read_loose
 
-ARG, CONST, SEED, CPU, FED, ARG_HELD = 0, 1, 2, 3, 4, 5
+ARG, CONST, SEED, CPU, FED, ARG_HELD, VIEW_START = 0, 1, 2, 3, 4, 5, 6
 _now = time.perf_counter_ns  # (metrics are in nanoseconds, as torch_xla's)
 _DATA, _Buffer, _View, _Node = buf.DATA, buf.Buffer, buf.View, Node
 
@@ -52,26 +53,32 @@ class Structure(tuple):
         return "tensor arguments (" + ", ".join(views) + ")"
 
 
-def structure(args) -> Structure:
+def structure(args, loose=None) -> Structure:
+    """loose: {argument: chain positions} of views whose starts a program feeds: there the
+    signature leaves the start out (view_starts.read_loose)."""
     first, out = {}, []
     for j, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
             st = buf.state_of(a)
-            out.append((j, view_signature(st), first.setdefault(id(st.root), j)))
+            sig = read_loose(st, loose[j])[0] if loose and j in loose else None
+            out.append((j, view_signature(st) if sig is None else sig, first.setdefault(id(st.root), j)))
     return Structure(out)
 
 
 class InputMatcher:
     __slots__ = ("plan", "gather", "reads", "checked", "views", "shared", "distinct", "donated",
-                 "writes")
+                 "writes", "loose", "loose_args")
 
-    def __init__(self, graph, args, start, cpu_sources=None, mutated=()):
+    def __init__(self, graph, args, start, cpu_sources=None, mutated=(), pinned=()):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
         cpu_sources: id(scalar node) -> (node, CPU 0-dim tensor it was read from, or the index
         of the fed number it stands for); mutated: (argument, output slot, shape, dtype) of each
-        argument the program writes (then arguments that were apart must stay apart)."""
+        argument the program writes (then arguments that were apart must stay apart); pinned:
+        arguments whose views must stay the ones traced (outputs.OutputHandler.pinned)."""
         written = {j for j, *_ in mutated}
-        traced = structure(args)
+        # arguments that are views whose starts the program takes (view_starts.py)
+        self.loose_args, view_params = fed_view_starts(graph, args, start, written | set(pinned))
+        traced = structure(args, self.loose_args)
         views = {j: sig for j, sig, _ in traced if sig}
         shared = [(j, j0) for j, _, j0 in traced if j0 != j]
         by_node, cpu_args = {}, {}
@@ -93,6 +100,8 @@ class InputMatcher:
                             (ARG_HELD, (by_node[id(p)], p.perm)))
             elif source is not None and type(source[1]) is int:  # computed on every call
                 plan.append((FED, source[1]))
+            elif i in view_params:  # an argument's view start, read from it on every call
+                plan.append((VIEW_START, view_params[i]))
             elif source is not None and id(source[1]) in cpu_args:  # read again on every call
                 plan.append((CPU, cpu_args[id(source[1])]))
             else:  # captured by the trace: a Python scalar of the graph, or data made inside it
@@ -108,6 +117,7 @@ class InputMatcher:
         k_of = {j: k for k, j in enumerate(gather)}
         self.gather, self.reads = gather, tuple(k_of[j] for j in read)
         self.views = {k_of[j]: sig for j, sig in views.items()}
+        self.loose = {k_of[j]: e for j, e in self.loose_args.items()}
         self.shared = tuple((k_of[j], k_of[j0]) for j, j0 in shared)
         self.distinct = bool(written)
         # The executable's arguments: one per parameter, a runtime scalar as a 0-dim array
@@ -115,9 +125,11 @@ class InputMatcher:
         # program: they are put on the device once, here. A CPU tensor's value is read per call.
         for i, dt in scalar_layout(graph.spec):
             kind, v = plan[i]
-            plan[i] = (kind, device_scalar(v, dt) if kind == CONST else (v, dt) if kind in (CPU, FED) else dt)
+            plan[i] = (kind, device_scalar(v, dt) if kind == CONST else
+                       (v, dt) if kind in (CPU, FED, VIEW_START) else dt)
         self.plan = tuple((kind, k_of[v]) if kind == ARG else
-                          (kind, (k_of[v[0]], v[1])) if kind == ARG_HELD else (kind, v)
+                          (kind, (k_of[v[0]], v[1])) if kind == ARG_HELD else
+                          (kind, ((k_of[v[0][0]], v[0][1]), v[1])) if kind == VIEW_START else (kind, v)
                           for kind, v in plan)
         # (parameter index, position in `gather` or None) of each parameter the program takes as
         # donated: a written argument's data, which the bridge replaces by the program's output
@@ -130,13 +142,14 @@ class InputMatcher:
         """(the executable's arguments for this call, the root buffers of the arguments in
         `gather`); fed: this call's values of the numbers the bridge feeds (input_items.py)."""
         states = [args[j].untyped_storage()._lazyxla for j in self.gather]
+        starts = {}
         if self.checked:
-            roots = self.check_structure(states)
+            roots = self.check_structure(states, starts)
         elif _View in set(map(type, states)):
             raise InputStructureChanged("an argument is a view now")
         else:  # the common case: every argument a whole buffer
             roots = states
-        return self._feed(args, roots, fed), roots
+        return self._feed(args, roots, fed, starts), roots
 
     def guard_donated(self, roots, feed) -> None:
         """For an executable that takes the donated parameters as such (compiler.Program.donated;
@@ -154,8 +167,9 @@ class InputMatcher:
         for k, slot, shape, dtype in self.writes:
             roots[k].write(_Node(_DATA, (), None, shape, dtype, data=results[slot]))
 
-    def _feed(self, args, roots, fed) -> list:
-        """The executable's arguments for this call."""
+    def _feed(self, args, roots, fed, starts) -> list:
+        """The executable's arguments for this call; starts: {gathered argument: the starts of
+        its views that the program takes} (check_structure)."""
         feed = []
         for kind, v in self.plan:
             if kind == ARG:  # (inline: the common kind; the optimizer's step feeds dozens)
@@ -179,16 +193,23 @@ class InputMatcher:
             elif kind == FED:
                 k, dt = v
                 feed.append(np.asarray(fed[k], dt))
+            elif kind == VIEW_START:
+                (k, e), dt = v
+                feed.append(np.asarray(starts[k][e], dt))
             else:  # SEED: fresh every call
                 feed.append(np.asarray(rng.next_seed(), v))
         return feed
 
-    def check_structure(self, states) -> list:
+    def check_structure(self, states, starts) -> list:
         """The root buffers of `states`, once the arguments are the views, and share buffers, as
-        traced."""
-        views = self.views
+        traced (the views whose starts the program takes at any start: those go in `starts`)."""
+        views, loose = self.views, self.loose
         for k, st in enumerate(states):
-            if (type(st) is not _Buffer or k in views) and view_signature(st) != views.get(k, ()):
+            if k in loose:
+                sig, starts[k] = read_loose(st, loose[k])
+                if sig != views[k]:
+                    raise InputStructureChanged(f"argument {self.gather[k]} is another view of its buffer")
+            elif (type(st) is not _Buffer or k in views) and view_signature(st) != views.get(k, ()):
                 raise InputStructureChanged(f"argument {self.gather[k]} is another view of its buffer")
         roots = [st.root for st in states]
         for k, k0 in self.shared:

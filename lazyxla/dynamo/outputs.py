@@ -16,12 +16,13 @@ from lazyxla.ir import buffer as buf
 from lazyxla.ir import meta
 from lazyxla.ir.node import DATA, Node, data_node
 from lazyxla.jaxenv import relayout
+from . import fed_numbers
 
-SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED = range(9)
+SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED, VIEW_OF_INPUT = range(10)
 
 
 class OutputHandler:
-    __slots__ = ("recipe", "roots", "groups", "meta", "slots_only")
+    __slots__ = ("recipe", "roots", "groups", "meta", "slots_only", "pinned")
 
     def __init__(self, outputs, args, arg_of_root, input_data=frozenset()):
         """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index;
@@ -29,6 +30,9 @@ class OutputHandler:
         of those (x.detach(), or y after x.copy_(y)) is the program's output of that parameter,
         read afresh each call, never a constant."""
         recipe, roots, root_slot, seen = [], [], {}, {}
+        # arguments whose view must stay the one traced: an output is built from its root with the
+        # traced chain (view_starts.py feeds the starts of the others' views)
+        self.pinned = set()
         sharing, groups, group_of = _shared_roots(outputs, args, arg_of_root), [], {}
 
         def slot(node):
@@ -55,8 +59,7 @@ class OutputHandler:
                 if j is not None:  # the bridge writes a mutated input before building outputs
                     recipe.append((INPUT, j))
                 elif type(st) is buf.View and id(st.root) in arg_of_root:
-                    recipe.append((INPUT_VIEW, (arg_of_root[id(st.root)], st.chain, tuple(o.shape), o.dtype,
-                                                _geometry(o))))
+                    recipe.append(self._input_view(o, st, args, arg_of_root))
                 elif id(st.root) in sharing:
                     rn = st.root.node
                     if id(st.root) not in group_of:
@@ -109,10 +112,63 @@ class OutputHandler:
             elif kind == INPUT_VIEW:  # the matcher checked that the input is the view it was
                 j, chain, shape, dtype, geometry = v
                 out.append(_tensor(buf.View(buf.state_of(args[j]).root, chain), shape, dtype, geometry))
+            elif kind == VIEW_OF_INPUT:
+                j, ops = v
+                out.append(_replayed(args[j], ops, fed))
             else:
                 array, dtype, layout = v
                 out.append(buf.wrap_node(data_node(array, dtype), layout))
         return out
+
+
+    def _input_view(self, o, st, args, arg_of_root):
+        """The recipe of an output that is a view of an input's buffer. Where the view extends an
+        argument's own view chain, and that argument is a view itself or the rest of the chain
+        takes fed numbers (`x[i:i + 4]` saved for the backward), the rest is replayed on the
+        argument on every call (VIEW_OF_INPUT): its start, storage offset and strides are then
+        this call's, as eager's. Else it is built from the root with the chain traced, and the
+        arguments of that buffer must stay the views traced (`pinned`)."""
+        j, prefix = None, -1
+        for k, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
+                s = buf.state_of(a)
+                if s.root is st.root:
+                    c = s.chain if type(s) is buf.View else ()
+                    if prefix < len(c) <= len(st.chain) and all(x is y for x, y in zip(c, st.chain)):
+                        j, prefix = k, len(c)
+        rest = st.chain[max(prefix, 0):]
+        ops = _replay_ops(rest) if j is not None else None
+        if ops is not None and (prefix > 0 or _takes_fed(ops)):
+            return VIEW_OF_INPUT, (j, ops)
+        if j is None or prefix > 0:
+            self.pinned.update(k for k, a in enumerate(args) if isinstance(a, torch.Tensor)
+                               and a.device.type == "lazyxla" and buf.state_of(a).root is st.root)
+        return INPUT_VIEW, (arg_of_root[id(st.root)], st.chain, tuple(o.shape), o.dtype, _geometry(o))
+
+
+def _replay_ops(chain):
+    """(aten op, its arguments after the tensor, its kwargs) per view of `chain`, each number that
+    stands for a fed number as its FedNumber (while the bridge traces with stand-ins); None where
+    a view is no aten op's."""
+    ops, sourced = [], dispatch.SOURCED_NUMBERS or {}
+    for low, attrs, *_ in chain:
+        if not isinstance(low.op, torch._ops.OpOverload):
+            return None
+        args, kwargs = attrs
+        ops.append((low.op, fed_numbers.mark(tuple(args[1:]), sourced), fed_numbers.mark(tuple(kwargs), sourced)))
+    return tuple(ops)
+
+
+def _takes_fed(ops) -> bool:
+    return any(fed_numbers.count(a) or fed_numbers.count(kw) for _, a, kw in ops)
+
+
+def _replayed(t, ops, fed):
+    """The views `ops` of t, at this call's fed numbers: eager's view, or eager's error."""
+    with torch.no_grad():
+        for op, args, kwargs in ops:
+            t = op(t, *fed_numbers.put(args, fed), **dict(fed_numbers.put(kwargs, fed)))
+    return t
 
 
 def _fed_index(number):

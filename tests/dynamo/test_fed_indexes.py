@@ -102,21 +102,25 @@ def test_a_write_at_an_index_is_fed():
     assert made[2:] == [0] * 4
 
 
-def test_a_returned_view_at_an_index_keeps_its_place():
-    """A view at i returned as an output is rebuilt from the traced view, so its index stays
-    keyed: every call's view has eager's values, strides and storage offset."""
+def test_a_returned_view_at_an_index_is_fed_and_keeps_its_place():
+    """A view at i returned as an output is made again at each call's i (outputs.VIEW_OF_INPUT):
+    no extraction after the SymInt graph's, and every call's view has eager's values, strides and
+    storage offset."""
     torch._dynamo.reset()
-    compiled = torch.compile(lambda x, i: x[i], backend="lazyxla")
+    compiled = torch.compile(lambda x, i: (x[i], x[i:i + 2, 1:]), backend="lazyxla")
     x = X.to(D)
-    for i in [2, 3, 5, 4]:
-        got = compiled(x, i)
-        torch.testing.assert_close(got.cpu(), X[i], rtol=0, atol=0)
-        assert got.storage_offset() == X[i].storage_offset() and got.stride() == X[i].stride()
+    for n, i in enumerate([2, 3, 5, 4, 0, 8]):
+        before = _extractions()
+        for got, want in zip(compiled(x, i), (X[i], X[i:i + 2, 1:])):
+            torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+            assert got.storage_offset() == want.storage_offset() and got.stride() == want.stride()
+        assert n < 2 or _extractions() == before
 
 
-def test_a_gradient_through_an_index_matches_eager():
-    """A training step that reads a parameter at i: the saved view of it is another view each
-    call, so that graph stays keyed by i, and every gradient is eager's."""
+def test_a_gradient_through_an_index_matches_eager_and_is_fed():
+    """A training step that reads a parameter at i: the forward saves the view at i for the
+    backward (remade at each call's i), whose program feeds that view's start
+    (dynamo/view_starts.py); every gradient is eager's, and no call extracts after the second."""
     torch._dynamo.reset()
 
     def step(w, i):
@@ -126,10 +130,12 @@ def test_a_gradient_through_an_index_matches_eager():
     compiled = torch.compile(step, backend="lazyxla")
     w = X.clone().requires_grad_()
     lazy_w = X.to(D).requires_grad_()
-    for i in [2, 3, 6, 4]:
+    for n, i in enumerate([2, 3, 6, 4, 0]):
         w.grad = lazy_w.grad = None
+        before = _extractions()
         torch.testing.assert_close(compiled(lazy_w, i).cpu(), step(w, i))
         torch.testing.assert_close(lazy_w.grad.cpu(), w.grad)
+        assert n < 2 or _extractions() == before
 
 
 def _symint_graph(fn, x):

@@ -1,0 +1,183 @@
+"""Tensor arguments that are views at a new start on every call (`step(x[i:i + 4])`, or a slice
+the forward saves for the backward): one program fed the start (lazyxla/dynamo/view_starts.py),
+where that is all the program does with the argument's buffer; else traced per start as before."""
+import pytest
+import torch
+
+import lazyxla
+from lazyxla import metrics
+from lazyxla.dynamo.bridge import Bridge
+
+D = lazyxla.device()
+X = torch.arange(96.0).reshape(24, 4) / 7
+
+
+def _extractions():
+    return metrics.counter_value("DynamoExtractCompiledGraph") or 0
+
+
+def _same(got, want, exact=True):
+    """Values (bit for bit where `exact`), and eager's shape, strides and storage offset."""
+    torch.testing.assert_close(got.cpu(), want, **({"rtol": 0, "atol": 0} if exact else {}))
+    assert got.shape == want.shape and got.stride() == want.stride()
+    assert got.storage_offset() == want.storage_offset()
+
+
+def _run(fn, starts, length=4, base=X, exact=True):
+    """fn of a slice of `base` at each start, compiled against eager; the extractions per call."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="lazyxla")
+    lazy_base, made = base.to(D), []
+    for s in starts:
+        before = _extractions()
+        got = compiled(lazy_base[s:s + length])
+        want = fn(base[s:s + length])
+        for g, w in zip(got, want) if isinstance(want, tuple) else ((got, want),):
+            _same(g, w, exact)
+        made.append(_extractions() - before)
+    return made
+
+
+def test_a_slice_passed_at_a_new_start_is_fed_its_start():
+    made = _run(lambda v: (v * 2).relu().sum(0), [0, 4, 8, 12, 3, 20, 0])
+    assert made[:2] == [1, 1] and made[2:] == [0] * 5
+
+
+def test_views_of_a_slice_argument_returned_are_eager_views_at_each_start():
+    """Returned views of the argument are made from it at each call (outputs.VIEW_OF_INPUT), so
+    their storage offsets follow its start."""
+    made = _run(lambda v: (v[1:], v.t(), v[:, 2], v + 1), [0, 4, 9, 13, 2])
+    assert made[2:] == [0, 0, 0]
+
+
+def test_a_shorter_slice_or_another_length_is_a_program_of_its_own():
+    """The last slice of 24 rows at 22 has 2 rows: another shape (Dynamo then compiles a graph
+    with a dynamic length); once each length has been seen, no start extracts."""
+    made = _run(lambda v: v.sum(0) * v[0], [0, 4, 8, 22, 12, 22, 16, 20, 22, 6], exact=False)
+    assert made[2] == 0 and made[3] >= 1 and made[-3:] == [0, 0, 0]
+
+
+def test_a_slice_of_another_dataset_shape_is_traced_for_it():
+    """The same slice of a longer buffer: the program's parameter is the buffer, so it is another
+    program, and each keeps being fed."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda v: v * 3, backend="lazyxla")
+    longer = torch.arange(200.0).reshape(50, 4)
+    for base in (X, longer, X, longer):
+        lazy = base.to(D)
+        for s in (0, 4, 8):
+            _same(compiled(lazy[s:s + 4]), base[s:s + 4] * 3)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda v: v.as_strided((2, 2), (4, 1)) + 1,  # reads the storage at the view's offset
+    lambda v: v.as_strided((2, 2), (4, 1), 8) * 2,  # at an offset of the storage's own
+    lambda v: v.as_strided((2, 2), (4, 1)) + v[:2, :2],  # and through the view
+    lambda v: (v.as_strided((2, 2), (4, 1)), v * 2),  # a view of the storage returned
+], ids=["as_strided", "as_strided_at", "and_the_view", "returned"])
+def test_a_view_read_through_its_storage_stays_traced_per_start(fn):
+    """as_strided addresses the storage, not the view: the program reads the buffer at the traced
+    offset (or the output is made from the buffer so), so that argument's start is never fed;
+    every call is eager's."""
+    made = _run(fn, [0, 4, 8, 12, 5])
+    assert all(made)
+
+
+def test_two_views_of_one_buffer_stay_traced_per_start():
+    torch._dynamo.reset()
+    fn = lambda a, b: a * 2 + b  # noqa: E731
+    compiled = torch.compile(fn, backend="lazyxla")
+    lazy = X.to(D)
+    for s in (0, 4, 8, 3):
+        _same(compiled(lazy[s:s + 4], lazy[s + 2:s + 6]), fn(X[s:s + 4], X[s + 2:s + 6]))
+
+
+def test_a_slice_argument_written_in_place_writes_at_its_start():
+    torch._dynamo.reset()
+
+    def fn(v):
+        v.mul_(2)
+        return v.sum()
+    compiled = torch.compile(fn, backend="lazyxla")
+    base, lazy = X.clone(), X.to(D)
+    for s in (0, 4, 8, 12, 3):
+        _same(compiled(lazy[s:s + 4]), fn(base[s:s + 4]), exact=False)  # (a sum's order)
+        _same(lazy, base)
+
+
+def test_a_column_view_and_a_row_start_only_the_varying_start_is_fed():
+    """x[s:s + 4, 1:3]: the row start varies, the column start stays; a call at another column
+    start is another program."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda v: v * 2, backend="lazyxla")
+    lazy = X.to(D)
+    for s, c in ((0, 1), (4, 1), (8, 1), (12, 0), (16, 0), (2, 1)):
+        before = _extractions()
+        _same(compiled(lazy[s:s + 4, c:c + 2]), X[s:s + 4, c:c + 2] * 2)
+        if s in (8, 16, 2):
+            assert _extractions() == before
+
+
+def _symint_graph(fn, x):
+    """The FX graph Dynamo makes of fn(x, i) once i has changed (a SymInt placeholder)."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    compiled = torch.compile(fn, backend=capture)
+    compiled(x, 2)
+    compiled(x, 3)
+    return graphs[-1]
+
+
+def test_returned_views_at_a_fed_index_are_eager_views_past_dynamos_guards():
+    """Called with the numbers Dynamo would guard against: a negative index, a slice cut short at
+    the end, an index out of range raise or give what eager gives."""
+    fn = lambda x, i: (x[i], x[i:i + 3], x[i].sum() * 2)  # noqa: E731
+    x = X.to(D)
+    bridge = Bridge(_symint_graph(fn, x))
+    for i in [3, 4, 5, -3, 22, 0]:
+        for got, want in zip(bridge(x, i), fn(X, i)):
+            _same(got, want)
+    with pytest.raises(IndexError, match="out of (bounds|range)"):
+        bridge(x, 24)
+
+
+def test_training_over_dataset_slices_matches_eager_and_extracts_a_bounded_number_of_times():
+    """The loop of benchmarks/batch_slices.py: a compiled forward and loss of the batch at i (saved
+    for the backward) and a compiled AdamW step, over two epochs; losses and weights as eager's,
+    and the second epoch extracts nothing."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    y = torch.arange(24) % 3
+
+    def run(device, compile_):
+        m = __import__("copy").deepcopy(model).to(device)
+        xs, ys = X.to(device), y.to(device)
+        opt = torch.optim.AdamW(m.parameters(), lr=0.01)
+
+        def fwd(i):
+            return torch.nn.functional.cross_entropy(m(xs[i:i + 4]), ys[i:i + 4])
+        step = opt.step
+        if compile_:
+            fwd, step = torch.compile(fwd, backend="lazyxla"), torch.compile(opt.step, backend="lazyxla")
+        losses, made = [], []
+        for _ in range(2):
+            before = _extractions()
+            for i in range(0, 24, 4):
+                loss = fwd(i)
+                loss.backward()
+                step()
+                opt.zero_grad()
+                losses.append(loss.detach().cpu())
+            made.append(_extractions() - before)
+        return torch.stack(losses), [p.detach().cpu() for p in m.parameters()], made
+    want, weights, _ = run("cpu", False)
+    got, lazy_weights, made = run(D, True)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    for a, b in zip(lazy_weights, weights):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert made[1] == 0 and made[0] < 40
