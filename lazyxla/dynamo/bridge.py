@@ -197,8 +197,7 @@ _MOST_NUMBERS_TRIED = 6
 # per call: the first few are warnings, the rest debug messages (the report keeps every cause).
 _RETRACES_LOGGED = 3
 # Extracted programs a graph keeps per generation (lazyxla/generations.py), each a few KB: an int
-# argument keyed by value (a length `x[:n]`, an index whose view leaves the graph) makes a new one
-# for every value
+# argument keyed by value (a length `x[:n]`, `x[n % 4]`) makes a new one for every value
 _PROGRAMS_KEPT = 1024
 # Why two traces with stand-ins are not one program fed: other stand-ins would not help
 _DIFFERS = "the program depends on its numbers beyond its runtime scalars"
@@ -508,11 +507,10 @@ def _pack(entry, outs):
 
 _INDEX_HINT = (". An int argument that changes is keyed by its value where it sets a shape, a "
                "length or a dim (x[:n], x.view(n, -1)) or goes through other arithmetic than "
-               "+ - * / (x[n % 4]), and where a view at it leaves the graph (returned, or saved "
-               "for the backward): each value is a program of its own. Starts and indexes of "
-               "other views (x[i], x[i:i + 4], cache[i] = v) and numbers the tensor ops take are "
-               "fed on every call, and so is an index passed as a 1-element int64 tensor on the "
-               "device (x.index_select(0, idx))")
+               "+ - * / (x[n % 4]): each value is a program of its own. Starts and indexes of "
+               "views (x[i], x[i:i + 4], cache[i] = v, returned or saved for the backward too) "
+               "and numbers the tensor ops take are fed on every call, and so is an index passed "
+               "as a 1-element int64 tensor on the device (x.index_select(0, idx))")
 
 
 def _ints_changed(old, new) -> bool:

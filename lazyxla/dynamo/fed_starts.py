@@ -18,7 +18,8 @@ Two things differ from the other fed numbers:
     error where eager does.
 
 A view at the index that leaves the graph (returned, or saved by autograd for the backward) is
-rebuilt from the view traced, so such a graph's two traces differ and it stays keyed by the index.
+made again from the argument at each call's numbers (outputs.VIEW_OF_INPUT), and a backward given
+it feeds its start (view_starts.py).
 """
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ A program reads each argument through its root buffer, with the argument's view 
 a transpose) and its aliasing with other arguments traced into it. Dynamo's guards do not see
 either, so the matcher checks them on every call and raises InputStructureChanged when they
 differ (`batch[4:8]` after `batch[0:4]` of the same buffer; two arguments that now share one);
-the bridge then extracts a program for the new structure."""
+the bridge then extracts a program for the new structure. A program that takes a view's start as
+a parameter (the second start seen) is fed it from the argument instead (view_starts.py)."""
 from __future__ import annotations
 
 import time

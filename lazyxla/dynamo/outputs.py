@@ -2,7 +2,9 @@
 
 Each FX output is one of: computed by the program (an output slot); an input returned (the same
 tensor object, holding its updated value if the graph wrote it); a view of an input (a new view
-of that input's buffer, so it aliases the input as in eager); one of several outputs that share a
+of that input's buffer, so it aliases the input as in eager; made by the view ops themselves on
+every call where it is a view of a view argument or at a fed number: VIEW_OF_INPUT); one of
+several outputs that share a
 computed buffer (`y, y.t()`: views of one new buffer per call, as eager's); a duplicate of an
 earlier output (the same tensor object); None; a number (SymInt outputs are fixed per
 non-tensor-argument key), or one of the numbers the bridge feeds (input_items.py), returned as
@@ -120,7 +122,6 @@ class OutputHandler:
                 out.append(buf.wrap_node(data_node(array, dtype), layout))
         return out
 
-
     def _input_view(self, o, st, args, arg_of_root):
         """The recipe of an output that is a view of an input's buffer. Where the view extends an
         argument's own view chain, and that argument is a view itself or the rest of the chain
@@ -155,7 +156,8 @@ def _replay_ops(chain):
         if not isinstance(low.op, torch._ops.OpOverload):
             return None
         args, kwargs = attrs
-        ops.append((low.op, fed_numbers.mark(tuple(args[1:]), sourced), fed_numbers.mark(tuple(kwargs), sourced)))
+        ops.append((low.op, fed_numbers.mark(tuple(args[1:]), sourced),
+                    fed_numbers.mark(tuple(kwargs), sourced)))
     return tuple(ops)
 
 
