@@ -17,6 +17,7 @@ An argument's start is fed so only where that is all the program does with its b
 """
 from __future__ import annotations
 
+from lazyxla.generations import Generations
 from lazyxla.ir import buffer as buf
 
 
@@ -27,22 +28,40 @@ def read_loose(state, positions):
     one of them has no start rule, or the view is none."""
     if type(state) is not buf.View:
         return None, None
-    sig, starts, base = [], [], state.base.node.shape
+    sig, starts = [], []
     for e, entry in enumerate(state.chain):
-        low = entry[0]
         if e in positions:
-            if low.offset is None:
-                return None, None
-            try:
-                start, rest = low.offset.start_of(base, entry[1])
-            except Exception:  # (a view out of range: none of eager's)
-                return None, None
-            sig.append((low, base, rest, entry[3], entry[4]))
-            starts.append(start)
+            kid = entry[5]
+            hit = _LOOSE[kid] if kid is not None else None
+            if hit is None:
+                base = state.chain[e - 1][3] if e else state.base.node.shape
+                hit = _loose(entry, base)
+                if hit is None:
+                    return None, None
+                if kid is not None:
+                    _LOOSE.put(kid, hit)
+            sig.append(hit[0])
+            starts.append(hit[1])
         else:
             sig.append(entry[5])
-        base = entry[3]
     return tuple(sig), starts
+
+
+def _loose(entry, base):
+    """((Lowering, base, the arguments but the start, shape, dtype), start) of a view, or None."""
+    low = entry[0]
+    if low.offset is None:
+        return None
+    try:
+        start, rest = low.offset.start_of(base, entry[1])
+    except Exception:  # (a view out of range: none of eager's)
+        return None
+    return (low, base, rest, entry[3], entry[4]), start
+
+
+# A view's interned id (its op, input shape and dtype, and exact arguments) -> _loose of it: every
+# call of a program fed a view's start reads it, twice (the bridge's key and the matcher)
+_LOOSE = Generations(4096)
 
 
 def fed_view_starts(graph, args, start, excluded) -> tuple[dict, dict]:
