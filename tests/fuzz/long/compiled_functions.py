@@ -6,9 +6,9 @@ hands the bridge Dynamo's own graph instead of aot_autograd's; with `--ints`: wi
 `k`, new on each call, used as a scalar, in Python arithmetic, as a bound and as a shift; with
 `--shift`: with `a` and `b` views of larger tensors, starting at row 0, 1, 2, 3 on the four calls,
 so that the programs read and write their inputs at starts they are fed), masked writes among
-them. Outputs, their strides (of dims longer than one) and the inputs' final values
-compared. Dynamo's TorchRuntimeError wrapping eager's RuntimeError or IndexError of a bad program
-counts as the same error (it does so for every backend, `backend="eager"` too)."""
+them. Outputs, their strides (of dims longer than one) and storage offsets, and the inputs'
+final values compared. Dynamo's TorchRuntimeError wrapping eager's RuntimeError or IndexError of a
+bad program counts as the same error (it does so for every backend, `backend="eager"` too)."""
 import random
 import sys
 
@@ -70,8 +70,9 @@ def _function(r):
     return f"def f(a, b{', k' if INTS else ''}):\n" + "".join(f"    {s}\n" for s in lines) + f"    return ({', '.join(returned)},)\n"
 
 
-def _layout(t):  # strides of dims of one element are arbitrary
-    return tuple(t.shape), tuple(s for s, n in zip(t.stride(), t.shape) if n > 1), t.dtype
+def _layout(t):  # strides of dims of one element are arbitrary; an empty one's offset too
+    return tuple(t.shape), tuple(s for s, n in zip(t.stride(), t.shape) if n > 1), t.dtype, \
+        t.storage_offset() if t.numel() else 0
 
 
 def run(seed):
