@@ -459,9 +459,14 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
     if r.inputs:
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
     key = ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
-    (shape, dtype), kid, _, _ = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
-    layout = meta.view_layout(op, key, self, args, kwargs)
-    entry = (low, ((_S0,) + rest, kw), ((_S0, _S1) + rest, kw), shape, dtype, kid)
+    attrs = ((_S0,) + rest, kw)
+    if low.offset is None:
+        (shape, dtype), kid, _, _ = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
+        layout = meta.view_layout(op, key, self, args, kwargs)
+    else:  # (a slice at a new start: no meta run)
+        ((shape, dtype), kid, _, _), layout = meta.view_at_start(op, low.offset, key, self, args,
+                                                                 kwargs, attrs)
+    entry = (low, attrs, ((_S0, _S1) + rest, kw), shape, dtype, kid)
     view = View(st.root, chain + (entry,))
     if torch.is_inference_mode_enabled() and not self.is_inference():
         # eager's view of a normal tensor is a normal tensor, even in inference mode (autograd

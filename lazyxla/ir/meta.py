@@ -347,6 +347,43 @@ def view_layout(op, key, src, args, kwargs):
     return hit
 
 
+# A view op with a start rule (Lowering.offset: slice, narrow, select) at a start not seen before
+# (`x[i:i + 32]` at a new i every step): (op, input shape, dtype, strides and offset, its arguments
+# but the start) -> (the inference of the first start seen, its layout, that start)
+_MOVED = Generations(_GENERATION)
+
+
+def view_at_start(op, offset, key, src, args, kwargs, attrs):
+    """(infer_keyed's result, view_layout's) for a view op with a start rule `offset` whose node
+    attrs are `attrs`. A signature new only in its start reuses the inference made at another
+    start: the same shape and dtype, a new signature id, the storage offset moved by the starts'
+    difference times the stride of the view's dim. A meta run only for the first start."""
+    hit = _CACHE[key]
+    if hit is not None:
+        return hit, view_layout(op, key, src, args, kwargs)
+    try:
+        start, rest = offset.start_of(src.shape, attrs)
+        mkey = (key[0], src.shape, src.dtype, src.stride(), src.storage_offset(), rest)
+        seen = _MOVED[mkey]
+    except Exception:  # out of range (the meta run raises eager's error), or unhashable
+        start, seen, mkey = None, None, None
+    if seen is None:
+        hit = infer_keyed(op, key, (src,) + tuple(args), kwargs)
+        layout = view_layout(op, key, src, args, kwargs)
+        if mkey is not None and (layout is not None or src.is_contiguous()):
+            _MOVED.put(mkey, (hit, layout, start))  # (None from a refused meta call: not moved)
+        return hit, layout
+    (spec, _, one, layouts), layout, first = seen
+    hit = (spec, next(_IDS), one, layouts)
+    _CACHE.put(key, hit)
+    shape = spec[0]
+    stride, moved = (layout[0], layout[1]) if layout is not None else (contiguous_strides(shape), 0)
+    moved += (start - first) * src.stride()[rest[0]]
+    if moved == 0 and stride == contiguous_strides(shape):
+        return hit, None
+    return hit, (stride, moved, storage_span(shape, stride, moved))
+
+
 def contiguous_strides(shape) -> tuple:
     strides, n = [], 1
     for d in reversed(shape):

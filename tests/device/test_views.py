@@ -1,5 +1,6 @@
 """Views alias their base: a write through any view is seen by the base and every other view."""
 import copy
+import re
 
 import pytest
 import torch
@@ -151,6 +152,45 @@ def test_views_report_eager_strides_and_storage_offset(make):
     assert (dev.stride(), dev.storage_offset(), dev.is_contiguous()) == \
         (cpu.stride(), cpu.storage_offset(), cpu.is_contiguous())
     torch.testing.assert_close(dev.cpu(), cpu)
+
+
+_MOVING = {  # views whose start moves from call to call (meta.view_at_start): at i = 0, 1, 2, 3
+    "rows": lambda x, i: x[i:i + 1],
+    "row_step": lambda x, i: x[i::2],
+    "column": lambda x, i: x[:, i],
+    "negative": lambda x, i: x[-1 - i],
+    "narrow_columns": lambda x, i: x.narrow(1, i, 3),
+    "of_a_transpose": lambda x, i: x.t()[i + 1],
+    "of_a_slice": lambda x, i: x[1:][:, i:i + 2],
+    "clamped": lambda x, i: x[i + 2:i + 9],
+    "kwargs": lambda x, i: torch.ops.aten.slice.Tensor(x, dim=1, start=i, end=i + 2),
+}
+
+
+@pytest.mark.parametrize("make", _MOVING.values(), ids=_MOVING.keys())
+def test_views_at_a_moving_start_report_eager_strides_and_storage_offset(make):
+    """The second start on reuses the first's inference with the offset moved: each is eager's."""
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    lazy = base.to(lazyxla.device())
+    for i in (0, 1, 2, 3, 1):
+        cpu, dev = make(base, i), make(lazy, i)
+        assert dev.shape == cpu.shape
+        assert (dev.stride(), dev.storage_offset(), dev.is_contiguous()) == \
+            (cpu.stride(), cpu.storage_offset(), cpu.is_contiguous()), i
+        torch.testing.assert_close(dev.cpu(), cpu)
+
+
+@pytest.mark.parametrize("index", [lambda x: x[4], lambda x: x[:, -7],
+                                   lambda x: x.narrow(0, 3, 2)], ids=["row", "column", "narrow"])
+def test_a_view_out_of_range_at_a_moving_start_raises_eagers_error(index):
+    base = torch.arange(24.0).reshape(4, 6)
+    lazy = base.to(lazyxla.device())
+    for i in (0, 1, 2):
+        lazy[i], lazy[:, -i], lazy.narrow(0, i, 2)
+    with pytest.raises((IndexError, RuntimeError)) as want:
+        index(base)
+    with pytest.raises(want.type, match=f"^{re.escape(str(want.value))}$"):
+        index(lazy)
 
 
 @pytest.mark.parametrize("op", [
