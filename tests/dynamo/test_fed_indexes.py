@@ -138,27 +138,13 @@ def test_a_gradient_through_an_index_matches_eager_and_is_fed():
         assert n < 2 or _extractions() == before
 
 
-def _symint_graph(fn, x):
-    """The FX graph Dynamo makes of fn(x, i) once i has changed (a SymInt placeholder)."""
-    torch._dynamo.reset()
-    graphs = []
-
-    def capture(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-    compiled = torch.compile(fn, backend=capture)
-    compiled(x, 2)
-    compiled(x, 3)
-    return graphs[-1]
-
-
-def test_every_call_checks_its_index_against_the_traced_view():
+def test_every_call_checks_its_index_against_the_traced_view(symint_graph):
     """Called past Dynamo's guards, the bridge itself refuses what the fed program would read
     wrongly (XLA clamps a start out of range): a negative index or a shorter slice runs a program
     traced at its values, and an index out of range raises eager's error."""
     fn = lambda x, i: x[i] * 2 + x[i:i + 3].sum(0)  # noqa: E731
     x = X.to(D)
-    bridge = Bridge(_symint_graph(fn, x))
+    bridge = Bridge(symint_graph(fn, x))
     for i in [3, 4, 5]:
         torch.testing.assert_close(bridge(x, i)[0].cpu(), fn(X, i), rtol=0, atol=0)
     assert _extractions() and len(bridge.programs) == 1

@@ -118,26 +118,12 @@ def test_a_column_view_and_a_row_start_only_the_varying_start_is_fed():
             assert _extractions() == before
 
 
-def _symint_graph(fn, x):
-    """The FX graph Dynamo makes of fn(x, i) once i has changed (a SymInt placeholder)."""
-    torch._dynamo.reset()
-    graphs = []
-
-    def capture(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-    compiled = torch.compile(fn, backend=capture)
-    compiled(x, 2)
-    compiled(x, 3)
-    return graphs[-1]
-
-
-def test_returned_views_at_a_fed_index_are_eager_views_past_dynamos_guards():
+def test_returned_views_at_a_fed_index_are_eager_views_past_dynamos_guards(symint_graph):
     """Called with the numbers Dynamo would guard against: a negative index, a slice cut short at
     the end, an index out of range raise or give what eager gives."""
     fn = lambda x, i: (x[i], x[i:i + 3], x[i].sum() * 2)  # noqa: E731
     x = X.to(D)
-    bridge = Bridge(_symint_graph(fn, x))
+    bridge = Bridge(symint_graph(fn, x))
     for i in [3, 4, 5, -3, 22, 0]:
         for got, want in zip(bridge(x, i), fn(X, i)):
             _same(got, want)
