@@ -37,13 +37,16 @@ def debug_enabled() -> bool:
 
 class Extracted:
     """One traced program: replay state for one key of non-tensor arguments."""
-    __slots__ = ("hash", "matcher", "outputs", "mutated", "container", "structure", "checks")
+    __slots__ = ("hash", "matcher", "outputs", "mutated", "container", "structure", "checks",
+                 "loose_structure")
 
-    def __init__(self, h, matcher, outputs, mutated, container, structure):
+    def __init__(self, h, matcher, outputs, mutated, container, structure, loose_structure=None):
         self.checks = ()  # value checks to run on fed numbers (input_items.run_checks)
         self.hash, self.matcher, self.outputs, self.mutated = h, matcher, outputs, mutated
         self.container = container  # None for a single output, else tuple or list
         self.structure = structure  # views and aliasing of the tensor arguments it was traced on
+        # the same with the starts it feeds left out (view_starts.py), where it feeds any
+        self.loose_structure = loose_structure
 
 
 def _key(args, _Tensor=torch.Tensor):
@@ -179,7 +182,9 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
                 if root.node is not start[j]:
                     root.write(start[j])
         dispatch.BUDGET.suspended -= 1
-    return Extracted(h, matcher, handler, tuple(mut_slots), container, structure(args))
+    loose = matcher.loose_args if matcher is not None else None
+    return Extracted(h, matcher, handler, tuple(mut_slots), container, structure(args),
+                     structure(args, loose) if loose else None)
 
 
 def _print_debug(gm, name, graph):
@@ -264,17 +269,25 @@ class Bridge:
 
     def _store(self, args, entry):
         """Keep `entry` for these arguments. A program that feeds starts of views no program fed
-        before keys the programs by structure, those starts left out; the programs kept so far
-        are dropped (their keys hold the starts)."""
+        before replaces the programs kept so far (their keys hold the starts it feeds), and the
+        key holds no structure until a call brings another (the matcher checks it): no per-call
+        walk of the arguments for it. From then on the key's structure leaves those starts out."""
         loose = entry.matcher.loose_args if entry.matcher is not None else {}
         if any(not e <= self.loose_views.get(j, frozenset()) for j, e in loose.items()):
             merged = dict(self.loose_views)
             for j, e in loose.items():
                 merged[j] = merged.get(j, frozenset()) | e
-            self.loose_views, self.by_structure = merged, True
+            self.loose_views, self.by_structure = merged, False
             self.programs.clear()
         self.programs.put(self._key(args, exact=loose != self.loose_views), entry)
         return entry
+
+    def _structure_of(self, entry):
+        """The structure `entry` is keyed by once the key holds one (as _store keys it)."""
+        m = entry.matcher
+        if entry.loose_structure is not None and m.loose_args == self.loose_views:
+            return entry.loose_structure
+        return entry.structure
 
     def _retrace(self, key, args, cause=None):
         """Extract a program for these arguments (`key`: theirs, for the log) and keep it."""
@@ -492,7 +505,7 @@ class Bridge:
             self.by_structure = True
             keyed = Generations(_PROGRAMS_KEPT)
             for k, x in self.programs.every_item():
-                keyed.put(k + (x.structure,), x)
+                keyed.put(k + (self._structure_of(x),), x)
             self.programs = keyed
         key, entry = self._lookup(call_args)
         if entry is None or entry is failed:  # (a key that leaves a start out finds one traced at it)

@@ -57,6 +57,25 @@ def test_a_shorter_slice_or_another_length_is_a_program_of_its_own():
     assert made[2] == 0 and made[3] >= 1 and made[-3:] == [0, 0, 0]
 
 
+def test_a_whole_tensor_between_slices_keeps_the_program_fed_their_starts():
+    """Between slices of a dataset, a whole tensor of the same shape (Dynamo's same graph): a
+    program of its own, and the fed one still serves every later start, with no extraction."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda v: v * 2, backend="lazyxla")
+    lazy, whole = X.to(D), (X[:4] + 1).to(D)
+    calls = [("slice", 0), ("slice", 4), ("whole", None), ("slice", 8), ("slice", 12),
+             ("whole", None), ("slice", 1)]
+    made = []
+    for kind, s in calls:
+        before = _extractions()
+        if kind == "slice":
+            _same(compiled(lazy[s:s + 4]), X[s:s + 4] * 2)
+        else:
+            _same(compiled(whole), (X[:4] + 1) * 2)
+        made.append(_extractions() - before)
+    assert made[:3] == [1, 1, 1] and made[3:] == [0, 0, 0, 0]
+
+
 def test_a_slice_of_another_dataset_shape_is_traced_for_it():
     """The same slice of a longer buffer: the program's parameter is the buffer, so it is another
     program, and each keeps being fed."""
