@@ -6,7 +6,7 @@ The program reads such an argument through its root buffer with the view traced 
 start used to be a structure of its own, traced anew. Lazy mode's cut already takes a start that
 has varied as a runtime scalar (ir/graph.py); where that start is an argument's own view, the
 matcher reads it from the argument on every call and feeds it (matcher.VIEW_START), and checks
-only the rest of the view (its op, length, step and shape) against the trace.
+only the rest of the view (its op, base shape, length, step, shape and dtype) against the trace.
 
 An argument's start is fed so only where that is all the program does with its buffer:
   - its root buffer is no other argument's (two views of one buffer stay traced as they are);
