@@ -468,9 +468,10 @@ class Bridge:
                 except fed_starts.OutsideTraced as e:
                     entry, fed = self._traced_at(call_args, fed, e), ()
         if entry.hash is None:  # nothing to compute: outputs are inputs, constants, numbers
-            # (no matcher checks the arguments here: an output that is a view of one is built
-            # from the view it was traced on, so it must still be that view)
-            now = structure(args)
+            # (no matcher checks the arguments here: an output built from an input's buffer with
+            # the chain traced needs the input to be still the view traced; views made on each
+            # call from the arguments do not)
+            now = structure(args) if entry.outputs.traced_views else entry.structure
             if now != entry.structure:
                 return self._structure_changed(call_args, _retried, f"{entry.structure} -> {now}",
                                                entry)

@@ -24,7 +24,7 @@ SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED, VIEW_OF_INPUT = ran
 
 
 class OutputHandler:
-    __slots__ = ("recipe", "roots", "groups", "meta", "slots_only", "pinned")
+    __slots__ = ("recipe", "roots", "groups", "meta", "slots_only", "pinned", "traced_views")
 
     def __init__(self, outputs, args, arg_of_root, input_data=frozenset()):
         """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index;
@@ -76,6 +76,9 @@ class OutputHandler:
                 else:
                     recipe.append((SLOT, (slot(node), tuple(o.shape), o.dtype, meta.dense_layout(o))))
         self.recipe, self.roots, self.groups = recipe, roots, tuple(groups)
+        # an output built from an input's buffer with the chain traced: the inputs must still be
+        # the views traced (the others are made from this call's arguments)
+        self.traced_views = any(kind == INPUT_VIEW for kind, _ in recipe)
         # The common case, every output computed by the program and contiguous: (slot, shape,
         # dtype) per output.
         self.slots_only = tuple(v[:3] for _, v in recipe) if all(

@@ -50,6 +50,26 @@ def test_views_of_a_slice_argument_returned_are_eager_views_at_each_start():
     assert made[2:] == [0, 0, 0]
 
 
+def test_a_function_with_nothing_to_compute_makes_its_views_at_each_start():
+    """No program: views of the slice argument are made from it on every call, so a new start
+    extracts nothing, and each returned view aliases the buffer as eager's."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda v: (v[1:], v.t(), v.view(-1)[:2]), backend="lazyxla")
+    base, lazy = X.clone(), X.to(D)
+    made = []
+    with torch.no_grad():
+        for s in (0, 4, 8, 13, 2):
+            before = _extractions()
+            got = compiled(lazy[s:s + 4])
+            made.append(_extractions() - before)
+            for g, w in zip(got, (base[s + 1:s + 4], base[s:s + 4].t(), base[s:s + 4].view(-1)[:2])):
+                _same(g, w)
+            got[2].add_(100)  # a write through it reaches the buffer, as eager's
+            base[s:s + 4].view(-1)[:2].add_(100)
+            _same(lazy, base)
+    assert made == [1, 0, 0, 0, 0]
+
+
 def test_a_shorter_slice_or_another_length_is_a_program_of_its_own():
     """The last slice of 24 rows at 22 has 2 rows: another shape (Dynamo then compiles a graph
     with a dynamic length); once each length has been seen, no start extracts."""
