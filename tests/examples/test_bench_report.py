@@ -205,3 +205,15 @@ def test_variable_lengths_benchmark_checks_its_mixes_before_running_any():
         with pytest.raises(SystemExit) as e:
             variable_lengths.main(argv + ["--out", "/nonexistent/never-written"])
         assert e.value.code == 2
+
+
+def test_optimizer_paths_benchmark_checks_its_arguments_before_running_any():
+    """benchmarks/optimizer_paths.py: an unknown system or AdamW path, no more steps than the
+    untimed warm-up, or no rounds is a usage error (exit status 2) before any process starts."""
+    import pytest
+    from benchmarks import optimizer_paths
+    for argv in (["--systems", "lazy,inductor"], ["--systems", ""], ["--paths", "fused,sgd"],
+                 ["--paths", ""], ["--steps", "10"], ["--rounds", "0"]):
+        with pytest.raises(SystemExit) as e:
+            optimizer_paths.main(argv + ["--out", "/nonexistent/never-written"])
+        assert e.value.code == 2
