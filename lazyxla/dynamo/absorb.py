@@ -25,7 +25,7 @@ _TO_DEVICE = torch.ops.aten._to_copy.default
 
 
 def absorb_scalar_chains(gm, args, trial):
-    """(graph module, unsupported nodes) with the scalar chains moved to the device, or None when
+    """(graph module, its trial run) with the scalar chains moved to the device, or None when
     there is no chain to move or the moved graph does not lower."""
     chain = _closed_chain(gm, trial)
     if not chain:
@@ -37,7 +37,7 @@ def absorb_scalar_chains(gm, args, trial):
         metrics.record_event("scalar_chain_rejected", nodes=len(chain))
         return None
     metrics.record_event("scalar_chain", nodes=len(chain))
-    return rewritten, retrial.unsupported
+    return rewritten, retrial
 
 
 def _closed_chain(gm, trial) -> set:

@@ -63,16 +63,18 @@ class CompiledGraph:
         if not trial and part.all_statically_supported(self.gm, args):  # B6: no trial run needed
             return Bridge(self.gm, self.name)
         trial = part.trial_run(self.gm, args)
-        gm, unsupported = self.gm, trial.unsupported
+        gm = self.gm
         if trial.scalar_arithmetic:  # an optimizer's step-count bookkeeping: into the program
-            gm, unsupported = absorb_scalar_chains(gm, args, trial) or (gm, unsupported)
+            gm, trial = absorb_scalar_chains(gm, args, trial) or (gm, trial)
+        unsupported = trial.unsupported
         if not unsupported:
             return Bridge(gm, self.name)
         if self.fallback == "error":
             raise UnsupportedOpsError(
                 f"lazyxla: {len(unsupported)} op(s) in {self.name} have no XLA lowering "
                 f"(options={{'fallback': 'error'}}):\n{part.describe(unsupported)}")
-        fused, n = part.partition(gm, unsupported, lambda sub, name: Bridge(sub, f"{self.name}.{name}"))
+        fused, n = part.partition(gm, unsupported, lambda sub, name: Bridge(sub, f"{self.name}.{name}"),
+                                  trial)
         log.info("lazyxla: %s split into %d compiled partitions around %d unsupported node(s)",
                  self.name, n, len(unsupported))
         from .bridge import debug_enabled

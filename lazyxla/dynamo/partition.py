@@ -194,12 +194,15 @@ def describe(nodes) -> str:
     return "\n".join(lines)
 
 
-def partition(gm, unsupported, make_bridge):
+def partition(gm, unsupported, make_bridge, trial=None):
     """Fuse each run of supported nodes into a submodule and replace it by a compiled Bridge. A run
     is consecutive in graph order and never spans an unsupported node: a fused submodule runs where
     its last node stood, so spanning one would move the run's reads and writes across it (an
     in-place update and a later read of the same tensor would swap). PyTorch's
-    CapabilityBasedPartitioner follows data edges only, which do not show such orderings."""
+    CapabilityBasedPartitioner follows data edges only, which do not show such orderings. With
+    the graph's trial run (`trial`), CPU updates that split runs for no reason move first."""
+    if trial is not None:
+        _hoist_cpu_updates(gm, trial)
     bad = {n.name for n in unsupported}
     runs, run = [], {}
     for node in gm.graph.nodes:
@@ -224,6 +227,34 @@ def partition(gm, unsupported, make_bridge):
     fused.recompile()
     metrics.record_event("partition", partitions=n, unsupported=[str(u.target) for u in unsupported])
     return fused, n
+
+
+def _hoist_cpu_updates(gm, trial) -> None:
+    """Move each update of 0-dim CPU tensors that stays on the CPU (a for-loop optimizer's
+    `step_t += 1`, one per parameter between its device ops) up, past the supported nodes before
+    it, to just after the unsupported node or input before those: the runs it split become one
+    program (a for-loop AdamW step: 8 programs a step -> 1). It stops at a node it reads, and at one
+    that reads a CPU tensor it writes (which would then see the new value); supported nodes write
+    no CPU tensor (trial run), and the unsupported ones keep their order."""
+    bad = set(trial.unsupported)
+    movable = [n for n in gm.graph.nodes if n in trial.scalar_arithmetic]
+    if not movable:
+        return
+    storages = {n: {t.untyped_storage().data_ptr() for t in ts} for n, ts in trial.cpu_values.items()}
+    for u in movable:
+        written, crossed = trial.written.get(u, set()), {}
+        # (the attributes it reads move with it: a lookup, which no node in between changes)
+        inputs = {a for a in u.all_input_nodes if a.op != "get_attr"}
+        p = u.prev
+        while (p.op in ("call_function", "call_method", "get_attr") and p not in bad
+               and p not in inputs
+               and not any(storages.get(a, set()) & written for a in p.all_input_nodes)):
+            crossed[p] = None
+            p = p.prev
+        if crossed:  # after p, the node it stopped at: its get_attr inputs crossed, then itself
+            for a in [a for a in u.all_input_nodes if a.op == "get_attr" and a in crossed] + [u]:
+                p.append(a)
+                p = a
 
 
 def _unpacks_outside_node(node, bad) -> bool:

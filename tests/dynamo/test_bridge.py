@@ -490,6 +490,37 @@ def test_scalar_chain_on_cpu_inputs_moves_into_the_program_when_it_feeds_only_de
     assert ("pow" in " ".join(left)) != moved, left
 
 
+def _read_step_read(x, s):
+    a = x * s  # reads s before the update: the update stays after it
+    s.add_(1)
+    return a, x * s
+
+
+def _read_other_step(x, s, t):
+    a = x * s  # reads s only: t's update moves above it, and the two products share a program
+    t.add_(1)
+    return a + x * t
+
+
+@pytest.mark.parametrize("fn, programs", [(_read_step_read, 2), (_read_other_step, 1)])
+def test_a_cpu_update_moves_above_device_ops_only_where_they_do_not_read_it(fn, programs, fresh_metrics):
+    """A CPU update of a 0-dim tensor (an optimizer's step count) splits the graph. It moves up
+    past the device ops before it, so that they join the ones after it, unless one of them reads
+    the tensor it writes: that op must see the old value, as in eager."""
+    cf = torch.compile(fn, backend="lazyxla")
+    x = torch.arange(1.0, 4.0)
+    refs, cpus = [torch.tensor(2.0), torch.tensor(5.0)], [torch.tensor(2.0), torch.tensor(5.0)]
+    n = fn.__code__.co_argcount - 1
+    with torch.no_grad():
+        for _ in range(3):
+            want, got = fn(x, *refs[:n]), cf(x.to(D), *cpus[:n])
+            want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g.cpu(), w)
+            assert [c.item() for c in cpus] == [r.item() for r in refs]  # advanced once per call
+    assert metrics.events("partition")[-1]["partitions"] == programs
+
+
 def test_fallback_error_mode_names_the_op():
     cf = torch.compile(_with_fallback, backend="lazyxla", options={"fallback": "error"})
     with pytest.raises(Exception, match="cpu_only"):

@@ -79,9 +79,10 @@ def test_compiled_training_matches_eager(kind):
         torch.testing.assert_close(g, r)
 
 
-def _adamw_steps(params, grads, compiled, capturable=False, steps=4, fused=None):
+def _adamw_steps(params, grads, compiled, capturable=False, steps=4, fused=None, foreach=None):
     # default (capturable=False): step counts are 0-dim CPU tensors
-    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, capturable=capturable, fused=fused)
+    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, capturable=capturable, fused=fused,
+                            foreach=foreach)
     step = torch.compile(opt.step, backend="lazyxla") if compiled else opt.step
     for _ in range(steps):
         for p, g in zip(params, grads):
@@ -150,8 +151,9 @@ def test_norm_layer_on_raw_inputs_trains_like_eager(compiled, norm):
 
 
 def test_compiled_fused_adamw_step_is_one_program(fresh_metrics):
-    """fused=True keeps the step counts on the device: the compiled step is one program with no
-    CPU work around it, and matches PyTorch's fused CPU kernel."""
+    """fused=True keeps the step counts on the device. PyTorch does not trace fused optimizers
+    (torch.compiler.disable), so the "compiled" step is recorded in lazy mode: one program at the
+    sync, with no CPU work around it, matching PyTorch's fused CPU kernel."""
     ref_params, lazy_params, grads = _optimizer_case()
     _adamw_steps(ref_params, grads, compiled=False, fused=True)
     opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True, fused=True)
@@ -190,3 +192,19 @@ def test_checkpointed_dropout_recomputes_the_forward_mask_under_compile(fresh_me
     before = metrics.counter_value("UncachedCompile")
     cf(x)[1].backward()
     assert metrics.counter_value("UncachedCompile") == before  # replays; no recompile per seed
+
+
+def test_compiled_for_loop_adamw_step_is_one_program(fresh_metrics):
+    """foreach=False: each parameter's `step_t += 1` is a CPU op between that parameter's device
+    ops. Moved above the device ops that do not read that count, the step's device work is one
+    program (it was one per parameter), and each count still advances once per step."""
+    ref_params, lazy_params, grads = _optimizer_case()
+    _adamw_steps(ref_params, grads, compiled=False, foreach=False)
+    opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True, foreach=False)
+    lazyxla.sync()
+    for p, r in zip(lazy_params, ref_params):
+        torch.testing.assert_close(p.detach().cpu(), r.detach())
+        assert opt.state[p]["step"].device.type == "cpu" and opt.state[p]["step"].item() == 4.0
+    event = metrics.events("partition")[-1]
+    assert event["partitions"] == 1 and len(event["unsupported"]) == 2, event
+    assert metrics.counter_value("DynamoExtractCompiledGraph") == 1
