@@ -150,61 +150,35 @@ def test_norm_layer_on_raw_inputs_trains_like_eager(compiled, norm):
         torch.testing.assert_close(b.cpu(), r, msg=name)
 
 
+def _compiled_adamw_against_eager(**options):
+    """(optimizer, lazyxla parameters) after 4 compiled AdamW steps with `options`, checked against
+    4 eager CPU steps with the same options: parameters, and each step count at 4."""
+    ref_params, lazy_params, grads = _optimizer_case()
+    _adamw_steps(ref_params, grads, compiled=False, **options)
+    opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True, **options)
+    lazyxla.sync()
+    for p, r in zip(lazy_params, ref_params):
+        torch.testing.assert_close(p.detach().cpu(), r.detach())
+        assert opt.state[p]["step"].item() == 4.0
+    return opt, lazy_params
+
+
 def test_compiled_fused_adamw_step_is_one_program(fresh_metrics):
     """fused=True keeps the step counts on the device. PyTorch does not trace fused optimizers
     (torch.compiler.disable), so the "compiled" step is recorded in lazy mode: one program at the
     sync, with no CPU work around it, matching PyTorch's fused CPU kernel."""
-    ref_params, lazy_params, grads = _optimizer_case()
-    _adamw_steps(ref_params, grads, compiled=False, fused=True)
-    opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True, fused=True)
-    lazyxla.sync()
-    for p, r in zip(lazy_params, ref_params):
-        torch.testing.assert_close(p.detach().cpu(), r.detach())
-        assert opt.state[p]["step"].device.type == "lazyxla" and opt.state[p]["step"].item() == 4.0
+    opt, params = _compiled_adamw_against_eager(fused=True)
+    assert all(opt.state[p]["step"].device.type == "lazyxla" for p in params)
     assert not metrics.events("partition")
     assert not metrics.executed_fallback_ops()
-
-
-def test_checkpointed_dropout_recomputes_the_forward_mask_under_compile(fresh_metrics):
-    """AOT autograd recomputes a checkpointed dropout in the backward program through PyTorch's
-    RNG-preserving operators: the backward must draw the forward's mask, a fresh one each call."""
-    import torch.nn.functional as F
-    from torch.utils.checkpoint import checkpoint
-    torch.manual_seed(0)
-    lin = torch.nn.Linear(8, 8).to(D)
-
-    def f(x):
-        y = checkpoint(lambda t: F.dropout(lin(t), 0.5, training=True), x, use_reentrant=False)
-        return y, y.sum()
-
-    cf = torch.compile(f, backend="lazyxla")
-    x = torch.randn(4, 8, device=D, requires_grad=True)
-    masks = []
-    for _ in range(3):
-        x.grad = lin.weight.grad = None
-        y, loss = cf(x)
-        loss.backward()
-        scaled_mask = (y != 0).float() * 2
-        torch.testing.assert_close(x.grad, scaled_mask @ lin.weight.detach())
-        torch.testing.assert_close(lin.weight.grad, scaled_mask.t() @ x.detach())
-        masks.append(scaled_mask.cpu())
-    assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[1], masks[2])
-    before = metrics.counter_value("UncachedCompile")
-    cf(x)[1].backward()
-    assert metrics.counter_value("UncachedCompile") == before  # replays; no recompile per seed
 
 
 def test_compiled_for_loop_adamw_step_is_one_program(fresh_metrics):
     """foreach=False: each parameter's `step_t += 1` is a CPU op between that parameter's device
     ops. Moved above the device ops that do not read that count, the step's device work is one
     program (it was one per parameter), and each count still advances once per step."""
-    ref_params, lazy_params, grads = _optimizer_case()
-    _adamw_steps(ref_params, grads, compiled=False, foreach=False)
-    opt = _adamw_steps(lazy_params, [x.to(D) for x in grads], compiled=True, foreach=False)
-    lazyxla.sync()
-    for p, r in zip(lazy_params, ref_params):
-        torch.testing.assert_close(p.detach().cpu(), r.detach())
-        assert opt.state[p]["step"].device.type == "cpu" and opt.state[p]["step"].item() == 4.0
+    opt, params = _compiled_adamw_against_eager(foreach=False)
+    assert all(opt.state[p]["step"].device.type == "cpu" for p in params)
     event = metrics.events("partition")[-1]
     assert event["partitions"] == 1 and len(event["unsupported"]) == 2, event
     assert metrics.counter_value("DynamoExtractCompiledGraph") == 1
