@@ -173,6 +173,35 @@ def test_compiled_fused_adamw_step_is_one_program(fresh_metrics):
     assert not metrics.executed_fallback_ops()
 
 
+def test_checkpointed_dropout_recomputes_the_forward_mask_under_compile(fresh_metrics):
+    """AOT autograd recomputes a checkpointed dropout in the backward program through PyTorch's
+    RNG-preserving operators: the backward must draw the forward's mask, a fresh one each call."""
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8).to(D)
+
+    def f(x):
+        y = checkpoint(lambda t: F.dropout(lin(t), 0.5, training=True), x, use_reentrant=False)
+        return y, y.sum()
+
+    cf = torch.compile(f, backend="lazyxla")
+    x = torch.randn(4, 8, device=D, requires_grad=True)
+    masks = []
+    for _ in range(3):
+        x.grad = lin.weight.grad = None
+        y, loss = cf(x)
+        loss.backward()
+        scaled_mask = (y != 0).float() * 2
+        torch.testing.assert_close(x.grad, scaled_mask @ lin.weight.detach())
+        torch.testing.assert_close(lin.weight.grad, scaled_mask.t() @ x.detach())
+        masks.append(scaled_mask.cpu())
+    assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[1], masks[2])
+    before = metrics.counter_value("UncachedCompile")
+    cf(x)[1].backward()
+    assert metrics.counter_value("UncachedCompile") == before  # replays; no recompile per seed
+
+
 def test_compiled_for_loop_adamw_step_is_one_program(fresh_metrics):
     """foreach=False: each parameter's `step_t += 1` is a CPU op between that parameter's device
     ops. Moved above the device ops that do not read that count, the step's device work is one
