@@ -43,7 +43,7 @@ def absorb_scalar_chains(gm, args, trial):
 def _closed_chain(gm, trial) -> set:
     unsupported = set(trial.unsupported)
     chain = set(trial.scalar_arithmetic)
-    storages = {n: {t.untyped_storage().data_ptr() for t in ts} for n, ts in trial.cpu_values.items()}
+    storages = trial.cpu_storages()
     changed = True
     while changed:  # removing a node can break the conditions of the nodes around it
         outside = set().union(*[s for n, s in storages.items() if n not in chain])

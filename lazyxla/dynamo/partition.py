@@ -128,6 +128,11 @@ class _Collector(torch.fx.Interpreter):
         return result
 
 
+    def cpu_storages(self) -> dict:
+        """node -> the storages (data pointers) of the CPU tensors its value holds: what
+        `written` is compared with."""
+        return {n: {t.untyped_storage().data_ptr() for t in ts} for n, ts in self.cpu_values.items()}
+
     def _keep(self, n, result):
         self.cpu_values[n] = _cpu(result)
         if isinstance(result, torch.Tensor) and result.device.type == "cpu":
@@ -240,7 +245,7 @@ def _hoist_cpu_updates(gm, trial) -> None:
     movable = [n for n in gm.graph.nodes if n in trial.scalar_arithmetic]
     if not movable:
         return
-    storages = {n: {t.untyped_storage().data_ptr() for t in ts} for n, ts in trial.cpu_values.items()}
+    storages = trial.cpu_storages()
     for u in movable:
         written, crossed = trial.written.get(u, set()), {}
         # (the attributes it reads move with it: a lookup, which no node in between changes)
