@@ -68,7 +68,7 @@ def structure(args, loose=None) -> Structure:
 
 class InputMatcher:
     __slots__ = ("plan", "gather", "reads", "checked", "views", "shared", "distinct", "donated",
-                 "writes", "loose", "loose_args")
+                 "writes", "loose", "loose_args", "template", "arg_feeds", "other_feeds")
 
     def __init__(self, graph, args, start, cpu_sources=None, mutated=(), pinned=()):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
@@ -132,6 +132,12 @@ class InputMatcher:
                           (kind, (k_of[v[0]], v[1])) if kind == ARG_HELD else
                           (kind, ((k_of[v[0][0]], v[0][1]), v[1])) if kind == VIEW_START else (kind, v)
                           for kind, v in plan)
+        # What _feed does with the plan on every call: a copy of `template` (the constants in
+        # place), then each ARG's data by (parameter index, position in `gather`), then the rest.
+        self.template = [v if kind == CONST else None for kind, v in self.plan]
+        self.arg_feeds = tuple((i, v) for i, (kind, v) in enumerate(self.plan) if kind == ARG)
+        self.other_feeds = tuple((i, kind, v) for i, (kind, v) in enumerate(self.plan)
+                                 if kind != ARG and kind != CONST)
         # (parameter index, position in `gather` or None) of each parameter the program takes as
         # donated: a written argument's data, which the bridge replaces by the program's output
         # (runtime/donation.py); None: always fed as a copy (data another argument reads too)
@@ -165,61 +171,65 @@ class InputMatcher:
 
     def write_back(self, roots, results) -> None:
         """The written arguments' new values: in-place updates, applied exactly once."""
-        for k, slot, shape, dtype in self.writes:
-            roots[k].write(_Node(_DATA, (), None, shape, dtype, data=results[slot]))
+        for k, slot, shape, dtype in self.writes:  # (Buffer.write, inline: data, never pending)
+            root = roots[k]
+            root.node = root.committed = _Node(_DATA, (), None, shape, dtype, data=results[slot])
 
     def _feed(self, args, roots, fed, starts) -> list:
         """The executable's arguments for this call; starts: {gathered argument: the starts of
         its views that the program takes} (check_structure)."""
-        feed = []
-        for kind, v in self.plan:
-            if kind == ARG:  # (inline: the common kind; the optimizer's step feeds dozens)
-                node = roots[v].node
-                if node.op is not _DATA:
-                    self.sync_inputs(roots)
-                    node = roots[v].node
-                feed.append(node.data if node.perm is None else relayout(node.data, node.perm, None))
-            elif kind == ARG_HELD:  # device data the program takes transposed by `perm`
+        feed = self.template.copy()
+        for i, k in self.arg_feeds:  # (inline: the common kind; the optimizer's step feeds dozens)
+            node = roots[k].node
+            if node.op is not _DATA:
+                self.sync_inputs(roots)
+                node = roots[k].node
+            feed[i] = node.data if node.perm is None else relayout(node.data, node.perm, None)
+        for i, kind, v in self.other_feeds:
+            if kind == ARG_HELD:  # device data the program takes transposed by `perm`
                 k, perm = v
                 node = roots[k].node
                 if node.op is not _DATA:
                     self.sync_inputs(roots)
                     node = roots[k].node
-                feed.append(relayout(node.data, node.perm, perm))
-            elif kind == CONST:
-                feed.append(v)
+                feed[i] = relayout(node.data, node.perm, perm)
             elif kind == CPU:  # a 0-dim CPU tensor's current value (a step count: new every
                 j, dt = v      # call, so the executable's own transfer beats a kept array)
-                feed.append(np.asarray(args[j].item(), dt))
+                feed[i] = np.asarray(args[j].item(), dt)
             elif kind == FED:
                 k, dt = v
-                feed.append(np.asarray(fed[k], dt))
+                feed[i] = np.asarray(fed[k], dt)
             elif kind == VIEW_START:
                 (k, e), dt = v
-                feed.append(np.asarray(starts[k][e], dt))
+                feed[i] = np.asarray(starts[k][e], dt)
             else:  # SEED: fresh every call
-                feed.append(np.asarray(rng.next_seed(), v))
+                feed[i] = np.asarray(rng.next_seed(), v)
         return feed
 
     def check_structure(self, states, starts) -> list:
         """The root buffers of `states`, once the arguments are the views, and share buffers, as
         traced (the views whose starts the program takes at any start: those go in `starts`)."""
         views, loose = self.views, self.loose
-        for k, st in enumerate(states):
-            if k in loose:
-                sig, starts[k] = read_loose(st, loose[k])
-                if sig != views[k]:
+        if not views and not loose and _View not in set(map(type, states)):
+            roots = states  # every argument a whole buffer, as traced: its own root
+        else:
+            for k, st in enumerate(states):
+                if k in loose:
+                    sig, starts[k] = read_loose(st, loose[k])
+                    if sig != views[k]:
+                        raise InputStructureChanged(f"argument {self.gather[k]} is another view of its buffer")
+                elif (type(st) is not _Buffer or k in views) and view_signature(st) != views.get(k, ()):
                     raise InputStructureChanged(f"argument {self.gather[k]} is another view of its buffer")
-            elif (type(st) is not _Buffer or k in views) and view_signature(st) != views.get(k, ()):
-                raise InputStructureChanged(f"argument {self.gather[k]} is another view of its buffer")
-        roots = [st.root for st in states]
+            roots = [st.root for st in states]
         for k, k0 in self.shared:
             if roots[k] is not roots[k0]:
                 raise InputStructureChanged(f"arguments {self.gather[k0]} and {self.gather[k]} no "
                                             "longer share a buffer")
         if self.distinct:
             reads = self.reads
-            if len({id(roots[k]) for k in reads}) != len(reads):
+            # (reads is a sorted subset of the gathered positions: all of them when as long)
+            apart = len(set(map(id, roots))) if len(reads) == len(roots) else len({id(roots[k]) for k in reads})
+            if apart != len(reads):
                 raise InputStructureChanged("arguments that were apart share a buffer now")
         return roots
 

@@ -5,7 +5,8 @@ tensor object, holding its updated value if the graph wrote it); a view of an in
 of that input's buffer, so it aliases the input as in eager; made by the view ops themselves on
 every call where it is a view of a view argument or at a fed number: VIEW_OF_INPUT); one of
 several outputs that share a
-computed buffer (`y, y.t()`: views of one new buffer per call, as eager's); a duplicate of an
+computed buffer (`y, y.t()`: views of one new buffer per call, as eager's; `y, y.detach()`: the
+second a detach of the first, one storage and version counter, as eager's); a duplicate of an
 earlier output (the same tensor object); None; a number (SymInt outputs are fixed per
 non-tensor-argument key), or one of the numbers the bridge feeds (input_items.py), returned as
 this call's value; or device data captured by the trace."""
@@ -36,6 +37,7 @@ class OutputHandler:
         # traced chain (view_starts.py feeds the starts of the others' views)
         self.pinned = set()
         sharing, groups, group_of = _shared_roots(outputs, args, arg_of_root), [], {}
+        whole = {}  # (group, shape, dtype, geometry) -> the first output that is its whole buffer
 
         def slot(node):
             if id(node) not in root_slot:
@@ -69,7 +71,11 @@ class OutputHandler:
                         const = rn.op is DATA and id(rn) not in input_data
                         groups.append(((CONST, rn) if const else (SLOT, (slot(rn), rn.dtype)), st.root.layout))
                     chain = st.chain if type(st) is buf.View else None
-                    recipe.append((SHARED, (group_of[id(st.root)], chain, tuple(o.shape), o.dtype, _geometry(o))))
+                    g, look = group_of[id(st.root)], (tuple(o.shape), o.dtype, _geometry(o))
+                    # the group's buffer again as an earlier output has it (relu and relu.detach()):
+                    # a detach of that output, which shares its storage as eager's does
+                    twin = whole.setdefault((g, look), pos) if chain is None else None
+                    recipe.append((SHARED, (g, chain, *look, None if twin == pos else twin)))
                 elif node.op is DATA and id(node) not in input_data:
                     recipe.append((CONST, (relayout(node.data, node.perm, None), o.dtype,
                                            meta.dense_layout(o))))
@@ -94,7 +100,11 @@ class OutputHandler:
         for kind, v in self.recipe:
             if kind == SLOT:
                 i, shape, dtype, layout = v
-                out.append(buf.wrap_node(data_node(results[i], dtype, perms and perms[i]), layout))
+                if layout is None and (perms is None or perms[i] is None):  # (inline: the common case)
+                    out.append(_new_tensor(_Buffer(_Node(DATA, (), None, shape, dtype, data=results[i])),
+                                           shape, dtype))
+                else:
+                    out.append(buf.wrap_node(data_node(results[i], dtype, perms and perms[i]), layout))
             elif kind == INPUT:
                 out.append(args[v])
             elif kind == DUP:
@@ -106,7 +116,10 @@ class OutputHandler:
             elif kind == FED:
                 out.append(fed[v])
             elif kind == SHARED:
-                g, chain, shape, dtype, geometry = v
+                g, chain, shape, dtype, geometry, twin = v
+                if twin is not None:
+                    out.append(out[twin].detach())
+                    continue
                 b = shared[g]
                 if b is None:
                     (gk, gv), layout = self.groups[g]

@@ -288,6 +288,24 @@ def test_outputs_that_share_a_computed_buffer_alias_each_other():
                 torch.testing.assert_close(g.cpu(), w)
 
 
+
+def test_an_output_and_its_detach_share_storage_and_version_as_in_eager():
+    """aot_autograd saves `relu` and `relu.detach()` for the backward: the second is made as a
+    detach of the first, one storage and one version counter, as eager's."""
+    def f(x):
+        y = (x + 1).relu()
+        return y, y.detach(), y * 2
+    cf = torch.compile(f, backend="lazyxla")
+    xc = torch.arange(6.0).reshape(2, 3) - 2
+    with torch.no_grad():
+        for _ in range(2):
+            want, got = f(xc), cf(xc.to(D))
+            assert got[0].untyped_storage() is got[1].untyped_storage()
+            want[1].add_(10), got[1].add_(10)  # visible through the other, as in eager
+            assert got[0]._version == got[1]._version == want[0]._version == want[1]._version
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g.cpu(), w)
+
 def test_duplicate_pass_through_none_and_int_outputs():
     def f(x, y):
         z = x + y
