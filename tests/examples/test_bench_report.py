@@ -221,7 +221,8 @@ def test_optimizer_paths_benchmark_checks_its_arguments_before_running_any():
 
 def test_bridge_parts_times_each_compiled_graph_and_puts_the_bridge_back():
     """benchmarks/profile_call.bridge_parts: one row per compiled graph the step runs, its parts
-    within its call, and every method it wrapped restored."""
+    within its call (a program run within the matcher counted once), and every method it wrapped
+    restored."""
     import torch
     import lazyxla
     from benchmarks.profile_call import bridge_parts
@@ -233,13 +234,17 @@ def test_bridge_parts_times_each_compiled_graph_and_puts_the_bridge_back():
     f = torch.compile(lambda a: (a * 2, w.add_(1)), backend="lazyxla")
     x = torch.ones(3, device="lazyxla")
     with torch.no_grad():  # (so the bridge gets Dynamo's graph, and writes w back itself)
-        f(x)
-        table = bridge_parts(lambda: f(x), 5)
+        f(x + 1)
+        # x + 1 pending: the matcher runs its program (execute_arguments within the matcher)
+        table = bridge_parts(lambda: f(x + 1), 5)
     rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
     assert len(rows) == 1
     call, match, guard, execute, write_back, outs, other = map(float, rows[0][1:])
-    assert min(call, match, execute, write_back, outs) > 0
-    assert abs(call - (match + guard + execute + write_back + outs + other)) < 1.0  # (medians of each)
+    # each part within its call on every call, so each median within the call's (medians do not
+    # add up: no sum is checked)
+    # (w's old data is donated to the program that writes its new value: the guard runs)
+    assert all(0 < part <= call for part in (match, guard, execute, write_back, outs)), rows
+    assert 0 <= other <= call, rows
     assert (bridge.Bridge.__call__, matcher.InputMatcher.__call__, matcher.InputMatcher.write_back,
             outputs.OutputHandler.__call__, executor.execute_arguments) == before
     torch.testing.assert_close(w.cpu(), torch.full((3,), 6.0))  # one add a call
