@@ -127,7 +127,6 @@ class _Collector(torch.fx.Interpreter):
                 self.scalar_arithmetic.add(n)
         return result
 
-
     def cpu_storages(self) -> dict:
         """node -> the storages (data pointers) of the CPU tensors its value holds: what
         `written` is compared with."""
