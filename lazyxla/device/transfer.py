@@ -95,17 +95,26 @@ def _to_copy(self, *args, **kwargs):
         if _traced_scalar(self):
             t = buf.wrap_node(dispatch.cpu_scalar_node(self))
             return t if dtype is None or dtype == t.dtype else t.to(dtype)
-        return fallback.from_cpu(self.to(dtype) if dtype is not None else self)
+        # (from_cpu keeps the strides it is given: the CPU copy takes the memory format asked for)
+        return fallback.from_cpu(self.to(dtype=dtype, memory_format=_format(kwargs)))
     if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
         host = _host_bits(_read(self), self)
         layout = meta.dense_layout(self)
-        if layout is not None and kwargs.get("memory_format") in (None, torch.preserve_format):
+        fmt = _format(kwargs)
+        if layout is not None and fmt is torch.preserve_format:
             host = torch.empty_strided(host.shape, layout, dtype=host.dtype).copy_(host)  # as eager's
+        elif fmt is not torch.preserve_format:
+            host = host.contiguous(memory_format=fmt)
         dtype = kwargs.get("dtype")
         return host.to(dtype) if dtype is not None else host
     from lazyxla.lowering.registry import LOWERINGS
     return dispatch.record(aten._to_copy.default, LOWERINGS[aten._to_copy.default],
                            (self,) + args, kwargs)
+
+
+def _format(kwargs) -> torch.memory_format:
+    fmt = kwargs.get("memory_format")
+    return torch.preserve_format if fmt is None else fmt
 
 
 def resize_(self, size, memory_format=None):

@@ -95,3 +95,42 @@ def test_transfers_keep_a_permuted_layout():
     torch.testing.assert_close(back, t)
     view = X[0].to(D).t()  # a view with a permuted layout comes back with it
     assert view.cpu().stride() == X[0].t().stride()
+
+
+# (a 4-d input: channels_last needs one)
+TRANSFERS = {
+    "to_device_channels_last": lambda x, d: x.to(d, memory_format=torch.channels_last),
+    "to_device_float64_channels_last": lambda x, d: x.to(d, torch.float64,
+                                                         memory_format=torch.channels_last),
+    "channels_last_to_device_contiguous": lambda x, d: x.contiguous(
+        memory_format=torch.channels_last).to(d, memory_format=torch.contiguous_format),
+    "channels_last_to_device_preserved": lambda x, d: x.contiguous(
+        memory_format=torch.channels_last).to(d),
+    "expanded_to_device": lambda x, d: x[:, :1].expand(2, 3, 2, 2).to(d),
+}
+
+
+@pytest.mark.parametrize("fn", TRANSFERS.values(), ids=TRANSFERS.keys())
+def test_a_transfer_to_the_device_takes_the_memory_format_asked_for(fn):
+    x = torch.arange(24.).reshape(2, 3, 2, 2)
+    on, eager = fn(x, D), fn(x, "meta")  # (meta: eager's strides for a device copy)
+    assert on.stride() == eager.stride()
+    torch.testing.assert_close(on.cpu(), fn(x, "cpu"))
+
+
+@pytest.mark.parametrize("fmt", [torch.channels_last, torch.contiguous_format, torch.preserve_format])
+@pytest.mark.parametrize("start", ["contiguous", "channels_last"])
+def test_a_transfer_to_the_host_takes_the_memory_format_asked_for(fmt, start):
+    x = torch.arange(24.).reshape(2, 3, 2, 2)
+    if start == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    back, eager = x.to(D).to("cpu", memory_format=fmt), x.to("cpu", memory_format=fmt)
+    assert back.stride() == eager.stride()
+    torch.testing.assert_close(back, eager)
+
+
+def test_module_to_device_in_channels_last_keeps_its_4d_weights_so():
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    m = m.to(D, memory_format=torch.channels_last)
+    assert m[0].weight.is_contiguous(memory_format=torch.channels_last)
+    assert m[1].weight.stride() == (1,)
