@@ -259,6 +259,7 @@ class _Recorder:
 
 
 _NUMBERS = frozenset((int, float, bool, complex))
+_default_dtype = torch.get_default_dtype
 _NSLOT = 1024
 _SLOT = [Slot(i) for i in range(_NSLOT)]  # Slot(i) without a call, for the first 1024 inputs
 _S0, _S1 = _SLOT[0], _SLOT[1]
@@ -307,7 +308,8 @@ def convert_args(op, args, kwargs, info=None):
         tkw = tuple(tkw)
     else:
         tkw = ()
-    return r.inputs, (targs, tkw), (info.uid, tuple(r.key))
+    # (the default dtype too: it sets the dtype of `torch.zeros(n)` and of `int_tensor * 0.5`)
+    return r.inputs, (targs, tkw), (info.uid, tuple(r.key), _default_dtype())
 
 
 _GETITEM = Lowering("getitem", lambda xs, i: xs[i])

@@ -29,6 +29,37 @@ def test_factories_match_cpu(make):
     torch.testing.assert_close(dev.cpu(), cpu)
 
 
+# Calls whose result dtype is the default dtype: each is first recorded under float32, then again
+# under float64 (the recording caches shape inference per call signature).
+DEFAULT_DTYPE_CALLS = {
+    "zeros": lambda d: torch.zeros(2, device=d),
+    "empty": lambda d: torch.empty(2, device=d),
+    "full_float": lambda d: torch.full((2,), 1.5, device=d),
+    "arange_float": lambda d: torch.arange(2., device=d),
+    "linspace": lambda d: torch.linspace(0, 1, 3, device=d),
+    "eye": lambda d: torch.eye(2, device=d),
+    "rand": lambda d: torch.rand(2, device=d),
+    "int_tensor_times_float": lambda d: torch.ones(2, dtype=torch.int64, device=d) * 0.5,
+    "int_tensor_true_divide": lambda d: torch.ones(2, dtype=torch.int64, device=d) / 2,
+}
+
+
+@pytest.mark.parametrize("make", DEFAULT_DTYPE_CALLS.values(), ids=DEFAULT_DTYPE_CALLS.keys())
+def test_results_take_the_default_dtype_in_force_at_each_call(make):
+    dev = lazyxla.device()
+    assert make(dev).dtype == make("cpu").dtype == torch.float32
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        out = make(dev)
+        assert out.dtype == make("cpu").dtype == torch.float64
+        if make not in (DEFAULT_DTYPE_CALLS["empty"], DEFAULT_DTYPE_CALLS["rand"]):
+            torch.testing.assert_close(out.cpu(), make("cpu"))  # (float64 values, as eager's)
+    finally:
+        torch.set_default_dtype(old)
+    assert make(dev).dtype == torch.float32
+
+
 def test_randn_shape_dtype():
     x = torch.randn(3, 4, device=lazyxla.device())
     assert x.shape == (3, 4) and x.dtype == torch.float32
