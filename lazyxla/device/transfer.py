@@ -99,12 +99,11 @@ def _to_copy(self, *args, **kwargs):
         return fallback.from_cpu(self.to(dtype=dtype, memory_format=_format(kwargs)))
     if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
         host = _host_bits(_read(self), self)
-        layout = meta.dense_layout(self)
         fmt = _format(kwargs)
-        if layout is not None and fmt is torch.preserve_format:
-            host = torch.empty_strided(host.shape, layout, dtype=host.dtype).copy_(host)  # as eager's
-        elif fmt is not torch.preserve_format:
+        if fmt is not torch.preserve_format:
             host = host.contiguous(memory_format=fmt)
+        elif (layout := meta.dense_layout(self)) is not None:
+            host = torch.empty_strided(host.shape, layout, dtype=host.dtype).copy_(host)  # as eager's
         dtype = kwargs.get("dtype")
         return host.to(dtype) if dtype is not None else host
     from lazyxla.lowering.registry import LOWERINGS
