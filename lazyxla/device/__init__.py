@@ -108,7 +108,8 @@ def register() -> None:
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
     from . import (accelerator, autocast, control_flow, copying, dlpack, flex_attention, modules,
-                   pinning, rng_prims, storages)
+                   pinning, private_kernels, rng_prims, storages)
+    private_kernels.install()
     accelerator.install()
     control_flow.install()
     flex_attention.install()

@@ -241,7 +241,7 @@ def _multi_margin(x, target, p, margin, weight, reduction):
     return _reduce(jnp.sum(z, axis=1) / c, reduction)
 
 
-@register("lazyxla::multi_margin_loss", meta=True)  # kernel: _zero_dim_none_kernel
+@register("lazyxla::multi_margin_loss", meta=True)  # kernel: device/private_kernels.py
 def multi_margin_loss(x, target, p=1, margin=1, weight=None, reduction=1, _meta=None):
     # (here, not in _multi_margin: the backward traces that under jax.vjp and eval_shape, where
     # a flag would belong to the wrong trace)
@@ -276,7 +276,7 @@ def _multilabel(x, target, reduction):
     return _reduce(loss, reduction), is_target.reshape(x.shape)
 
 
-@register("lazyxla::multilabel_margin_loss_forward", meta=True)  # kernel: _zero_dim_none_kernel
+@register("lazyxla::multilabel_margin_loss_forward", meta=True)  # kernel: device/private_kernels.py
 def multilabel_margin_loss_forward(x, target, reduction, _meta=None):
     check_index(target + 1, (x.shape[-1] if x.ndim else 1) + 1, negative=False,  # in [-1, c)
                 kind=TARGET_RANGE)
@@ -287,32 +287,6 @@ def multilabel_margin_loss_forward(x, target, reduction, _meta=None):
 @register(aten.multilabel_margin_loss_backward.default)
 def multilabel_margin_loss_backward(g, x, target, reduction, is_target):
     return _vjp_first(lambda a: _multilabel(a, target, reduction)[0], x, g)
-
-
-def _zero_dim_none_kernel(op, name, nargs_reduction):
-    """multi_margin_loss and multilabel_margin_loss_forward with reduction='none' on a 1-d or 0-d
-    input: PyTorch's CPU kernel gives a 0-d loss, its meta kernel (hence the lowering) shape (1,).
-    The lowering is registered under a private name (no generic kernel) and this direct kernel
-    records it, then reshapes to the CPU's shape."""
-    def kernel(*args, **kwargs):
-        from lazyxla.device import dispatch
-        from .registry import LOWERINGS
-        out = dispatch.record(op, LOWERINGS[name], args, kwargs)
-        x = args[0]
-        reduction = args[nargs_reduction] if len(args) > nargs_reduction else kwargs.get("reduction", 1)
-        if x.dim() <= 1 and reduction == 0:
-            if isinstance(out, (tuple, list)):
-                return (out[0].reshape(()), *out[1:])
-            return out.reshape(())
-        return out
-    return kernel
-
-
-_LIB = __import__("torch").library.Library("aten", "IMPL")
-_LIB.impl("multi_margin_loss", _zero_dim_none_kernel(aten.multi_margin_loss.default, "lazyxla::multi_margin_loss", 5), "PrivateUse1")
-_LIB.impl("multilabel_margin_loss_forward",
-          _zero_dim_none_kernel(aten.multilabel_margin_loss_forward.default,
-                                                "lazyxla::multilabel_margin_loss_forward", 2), "PrivateUse1")
 
 
 def _meta_like_input(*args, **kwargs):

@@ -184,7 +184,7 @@ def random_from(x, from_, to=None, generator=None, _meta=None, _key=None):
     return _randint(_key, x.shape, from_, hi)
 
 
-@register("lazyxla::bernoulli.p", meta=True, random=True)  # kernels below (see _bernoulli_inplace)
+@register("lazyxla::bernoulli.p", meta=True, random=True)  # kernels: device/private_kernels.py
 def bernoulli_p(x, p=0.5, generator=None, _meta=None, _key=None):
     return _uniform(_key, x.shape, jnp.float32) < p
 
@@ -272,24 +272,3 @@ META_KERNELS[aten.native_dropout.default] = _native_dropout_meta
 @register(aten.native_dropout_backward.default)
 def native_dropout_backward(g, mask, scale):
     return g * mask.astype(g.dtype) * scale
-
-
-def _bernoulli_p_kernel(x, p=0.5, *, generator=None):
-    from lazyxla.device import dispatch
-    from .registry import LOWERINGS
-    return dispatch.record(aten.bernoulli.p, LOWERINGS["lazyxla::bernoulli.p"], (x, p),
-                           {} if generator is None else {"generator": generator})
-
-
-def _bernoulli_inplace(x, p=0.5, *, generator=None):
-    """bernoulli_.float: the dispatcher drops its default p=0.5 and bernoulli.p has no default, so
-    the generic in-place path cannot call bernoulli.p; bernoulli.p is registered under a private
-    name (no automatic in-place kernel) and both get direct kernels here."""
-    import torch
-    with torch.no_grad():
-        x.copy_(aten.bernoulli.p(x, p, generator=generator))
-    return x
-
-
-_LIB.impl("bernoulli.p", _bernoulli_p_kernel, "PrivateUse1")
-_LIB.impl("bernoulli_.float", _bernoulli_inplace, "PrivateUse1")
