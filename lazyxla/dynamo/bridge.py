@@ -167,8 +167,9 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
             executor.CACHE.remember(graph.spec)
             if warm_up:
                 executor.executable_for(graph.spec, dynamic)  # warm-up compile: nothing runs
-            fed_starts.tie_starts(graph, sources)  # (while tracing with stand-ins)
+            untied = fed_starts.tie_starts(graph, sources)  # (while tracing with stand-ins)
             matcher = InputMatcher(graph, args, start, sources, mut_slots, handler.pinned)
+            fed_starts.check_constant_starts(untied, matcher.plan)
             h = graph.spec.hash
             if debug_enabled():
                 _print_debug(gm, name, graph)
@@ -400,11 +401,13 @@ class Bridge:
         return None, cause
 
     def _as_at(self, args, values, entry):
-        """(entry, None) if a trace at `values` (this call's) makes entry's program; else
-        (None, why)."""
+        """(entry, None) if a trace at `values` (this call's) makes entry's program with the same
+        constants; else (None, why). The same structure is not enough: stand-ins that a slice
+        clamps alike (x[k::2] of 2 rows at k = -2 and -3: start 0) leave its start a constant of
+        the program, which this call's k (-1: start 1) would not read."""
         with items.traced_with(values):
             at = extract(self.feed.reading_gm, args, self.name, self.attrs, warm_up=False)
-        if at.hash != entry.hash:
+        if not items.same_constants(entry, at):
             return None, "the program at this call's numbers is another (" + _DIFFERS + ")"
         return entry, None
 

@@ -27,6 +27,7 @@ from lazyxla.device import dispatch
 from lazyxla.ir.node import Slot
 from .fed_numbers import count, mark, put
 from .input_items import run_checks
+from .matcher import CONST
 
 # Pairs of offsets from an int argument's value tried as its stand-ins, in order: both sides of it,
 # then above (the first row), then below (the last row or slice).
@@ -41,12 +42,15 @@ class OutsideTraced(Exception):
 class StartCheck:
     """Recomputes where a view op with a fed start reads (or writes) for a call's fed numbers, and
     raises OutsideTraced unless that is the start fed and the view the program was cut with.
-    Holds the base's shape, not the node (no IR outlives the trace). Called with the fed numbers
-    themselves (input_items.run_checks): it puts them in place without walking the arguments."""
-    __slots__ = ("offset", "base", "rest", "k", "args", "kwargs", "at")
+    `k`: the fed number the start is; None for a start the program takes as a constant (`start`)
+    though the op's arguments hold a fed number: `x[k::2]` of 2 rows at k = -3 and -4 starts at 0
+    both times, and at k = -1 at 1. Holds the base's shape, not the node (no IR outlives the
+    trace). Called with the fed numbers themselves (input_items.run_checks): it puts them in place
+    without walking the arguments."""
+    __slots__ = ("offset", "base", "rest", "k", "start", "args", "kwargs", "at")
 
-    def __init__(self, node, k, sourced):
-        self.offset, self.k = node.op.offset, k
+    def __init__(self, node, k, sourced, start=None):
+        self.offset, self.k, self.start = node.op.offset, k, start
         self.base = node.shape if self.offset.output_base else node.inputs[0].shape
         self.rest = self.offset.start_of(self.base, node.attrs)[1]
         args, kwargs = node.attrs
@@ -68,27 +72,46 @@ class StartCheck:
             start, rest = self.offset.start_of(self.base, attrs)
         except Exception as e:  # an index out of range
             raise OutsideTraced(str(e)) from None
-        if start != fed[self.k] or rest != self.rest:
+        if start != (fed[self.k] if self.k is not None else self.start) or rest != self.rest:
             op = self.offset.dynamic.name.removeprefix("dynamic:")
             shown = [a for a in attrs[0] if not isinstance(a, Slot)]
             raise OutsideTraced(f"{op} with arguments {shown} of a tensor of shape "
                                 f"{list(self.base)}: another view than traced")
 
 
-def tie_starts(graph, sources) -> None:
+def tie_starts(graph, sources) -> list:
     """While the bridge traces with stand-ins: ties each start the cut `graph` feeds that is a
     fed number to that number (`sources`, as dispatch ties runtime scalars) and notes its
-    StartCheck with the fed numbers' places in the op's arguments (SourcedNumbers.checks)."""
+    StartCheck with the fed numbers' places in the op's arguments (SourcedNumbers.checks).
+    Returns (parameter index, StartCheck) of each start that is no fed number though its op's
+    arguments hold one, for check_constant_starts."""
     sourced = dispatch.SOURCED_NUMBERS
     if sourced is None or not graph.starts or not dispatch.tracing_here():
-        return
+        return []
     params = graph.params[len(graph.params) - len(graph.starts):]
-    for node, p in zip(graph.starts, params):
-        k = sourced.get((int, p.data)) if type(p.data) is int else None
-        if k is None:  # a start of the graph's own: a constant
+    untied = []
+    for i, (node, p) in enumerate(zip(graph.starts, params), len(graph.params) - len(params)):
+        if type(p.data) is not int:
+            continue
+        k = sourced.get((int, p.data))
+        if k is None:  # the graph's own start, a view argument's, or one a fed number places
+            check = StartCheck(node, None, sourced, p.data)  # by Python's slicing rules alone
+            if count(check.args) or count(check.kwargs):
+                untied.append((i, check))
             continue
         sources[id(p)] = (p, k)
         sourced.checks.append((StartCheck(node, k, sourced), None, None))
+    return untied
+
+
+def check_constant_starts(untied, plan) -> None:
+    """Notes the StartChecks of the starts `tie_starts` left untied (`untied`) that the program
+    takes as constants (`plan`: the InputMatcher's); a view argument's start, read from it on every
+    call, is none of them."""
+    sourced = dispatch.SOURCED_NUMBERS
+    for i, check in untied:
+        if plan[i][0] == CONST:
+            sourced.checks.append((check, None, None))
 
 
 def checks_agree(tracings) -> bool:

@@ -323,6 +323,23 @@ def same_program(a, b) -> bool:
     return _same_outputs(a.outputs, b.outputs)
 
 
+def same_constants(a, b) -> bool:
+    """Two extractions of one graph, one traced with stand-ins (`a`) and one at a call's own
+    numbers (`b`), make the same program with the same constants: the parameters either takes as
+    a constant of the trace (a Python scalar of the graph, a start no fed number placed) are the
+    same ones, of the same values. Where both compute a parameter on every call, they may do it
+    differently (a view's start read from the argument in one, fed from the int in the other);
+    its value is the call's in both."""
+    if a.hash != b.hash or (a.matcher is None) != (b.matcher is None):
+        return False
+    if a.matcher is None:
+        return True
+    p, q = a.matcher.plan, b.matcher.plan
+    return len(p) == len(q) and all(
+        (kind == m.CONST) == (kind2 == m.CONST) and (kind != m.CONST or _same_array(v, w))
+        for (kind, v), (kind2, w) in zip(p, q))
+
+
 def _same_plan(p, q) -> bool:
     if len(p) != len(q):
         return False

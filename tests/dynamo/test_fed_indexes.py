@@ -71,6 +71,19 @@ def test_stand_ins_past_the_end_clamp_alike_and_are_not_fed(grad):
         _run(fn, lambda i: (X, i), [2, 3, 5, 4, 9, 6, 7], exact=False)  # (sums: XLA's order)
 
 
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("ks", [[0, -1, -1, 1, -2, 0, -1], [3, -1, 0, -1], [2, -2, -1, 0, -1]])
+def test_a_start_that_python_clamps_is_checked_on_every_call(ks, grad):
+    """x[k::2] of 2 rows reads row 1 at k = -1, row 0 at k = -2 and below. The stand-ins next to
+    -1 that make one program, -2 and -3, both start at row 0, a constant of that program: the trace
+    at -1 itself has the same structure but starts at 1, so it is another program; and a program
+    traced at -2 (stand-ins -3 and -4, start 0 throughout) checks each later call's start (both
+    were taken for one program fed k, and k = -1 read row 0)."""
+    x = X[:2]
+    with torch.set_grad_enabled(grad):
+        _run(lambda x, k: x[k::2].sum(0) * 2, lambda k: (x, k), ks)
+
+
 def test_stand_ins_next_to_an_int_stay_apart_and_in_int64():
     """Each try: two sets of stand-ins with the int moved by 1 or 2 from its value (other
     numbers keep their own stand-ins); a try past int64 is left out."""
