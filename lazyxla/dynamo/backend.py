@@ -19,6 +19,7 @@ from lazyxla.ir.buffer import RUNTIME_LOCK
 from . import partition as part
 from .absorb import absorb_scalar_chains
 from .bridge import Bridge
+from .outputs import views_of_written_inputs
 
 log = logging.getLogger("lazyxla.dynamo")
 
@@ -37,8 +38,9 @@ class CompiledGraph:
     """What the backend returns for one FX graph. The first call decides, on real inputs, whether
     the graph runs as one program or is partitioned around unsupported ops."""
 
-    def __init__(self, gm, name, fallback):
-        self.gm, self.name, self.fallback = gm, name, fallback
+    def __init__(self, gm, name, fallback, views=()):
+        """views: outputs.views_of_written_inputs's positions (aot_autograd's graphs)."""
+        self.gm, self.name, self.fallback, self.views = gm, name, fallback, views
         self.impl = None
 
     def __call__(self, *args):
@@ -47,7 +49,7 @@ class CompiledGraph:
             with RUNTIME_LOCK:  # (threads that call it first at once build it once)
                 impl = self.impl = self.impl or _code_generated(self._build(args))
         try:
-            return impl(*args)
+            outs = impl(*args)
         except FallbackInTrace:
             # every op lowers, but not for these arguments (index_put with a mask and integers):
             # nothing ran (the trace stopped at that op); the trial run places it
@@ -56,7 +58,8 @@ class CompiledGraph:
             with RUNTIME_LOCK:
                 if self.impl is impl:
                     self.impl = _code_generated(self._build(args, trial=True))
-            return self.impl(*args)
+            outs = self.impl(*args)
+        return views_of_written_inputs(outs, args, self.views) if self.views else outs
 
     def _build(self, args, trial=False):
         # torch.compile's fake-tensor constants are moved to the device by the graph itself
@@ -99,8 +102,26 @@ def _bridge_compiler(fallback, kind):
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         counter[0] += 1
-        return CompiledGraph(gm, f"{kind}{counter[0]}", fallback)
+        views = _views_of_written_inputs(gm) if kind != "backward" else ()
+        return CompiledGraph(gm, f"{kind}{counter[0]}", fallback, views)
     return compile_graph
+
+
+def _views_of_written_inputs(gm) -> tuple:
+    """(output, argument, output of the argument's new value) positions in aot_autograd's graph
+    `gm` of each user's output that aot_autograd rebuilds as a view of an argument the graph writes
+    (outputs.views_of_written_inputs). Its graphs return the written arguments' new values, then
+    the user's outputs (schemas.ViewAndMutationMeta)."""
+    from torch._functorch._aot_autograd.schemas import OutputType
+    meta = getattr(torch._guards.TracingContext.try_get(), "fw_metadata", None)
+    outs = gm.graph.output_node().args[0]
+    if meta is None or meta.tokens or not isinstance(outs, (tuple, list)):
+        return ()  # (effect tokens come first among both the arguments and the outputs)
+    written = meta.mutated_inp_runtime_indices
+    views = tuple((len(written) + i, o.base_idx, written.index(o.base_idx))
+                  for i, o in enumerate(meta.output_info)
+                  if o.output_type is OutputType.alias_of_input and o.base_idx in written)
+    return views if all(pos < len(outs) for pos, _, _ in views) else ()
 
 
 def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):

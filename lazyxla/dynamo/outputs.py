@@ -177,6 +177,29 @@ def _replay_ops(chain):
     return tuple(ops)
 
 
+def views_of_written_inputs(outs, args, views):
+    """`outs` with each output that aot_autograd rebuilds as a view of a written argument made that
+    view. `views`: (output, argument, output of the argument's new value) positions. The user's
+    `t = b[:k]; b[0:1].mul_(2); return t` is in aot_autograd's functional graph a view of b's new
+    value (`slice(slice_scatter(b, ...), 0, 0, k)`), which it rebuilds on b from that output's
+    strides and storage offset (as_strided, once k is symbolic). Eager's scatter ops keep b's
+    offset; the program's new value starts at 0, so the view came back at the storage's start.
+    Replayed on b, the output's chain of views from the new value gives eager's view."""
+    outs = list(outs)
+    for pos, j, new in views:
+        o, arg, value = outs[pos], args[j], outs[new]
+        if not (isinstance(o, torch.Tensor) and isinstance(value, torch.Tensor)
+                and isinstance(arg, torch.Tensor) and o.device.type == arg.device.type == "lazyxla"):
+            continue
+        st, root = buf.state_of(o), buf.state_of(value)
+        if type(st) is buf.View and st.root is root and type(root) is buf.Buffer \
+                and tuple(root.node.shape) == tuple(arg.shape) and root.node.dtype == arg.dtype:
+            ops = _replay_ops(st.chain)
+            if ops is not None:
+                outs[pos] = _replayed(arg, ops, ())
+    return outs
+
+
 def _takes_fed(ops) -> bool:
     return any(fed_numbers.count(a) or fed_numbers.count(kw) for _, a, kw in ops)
 

@@ -144,6 +144,64 @@ def test_a_slice_argument_written_in_place_writes_at_its_start():
         _same(lazy, base)
 
 
+def _view_then_write(v, k):
+    t = v[:k]
+    v[0:1].mul_(2)
+    return t
+
+
+def _view_of_written(v, k):  # (PyTorch's own backends, aot_eager and inductor, get this wrong)
+    return (v[:k], v.mul_(2))[0]
+
+
+def _select_then_write(v, k):
+    t = v.select(0, k)
+    v[:, 0].add_(1)
+    return t
+
+
+def _transposed_then_written(v, k):
+    t = v.t()[:k]
+    v[0].zero_()
+    return t
+
+
+@torch.library.custom_op("lazyxla_test::cpu_triple", mutates_args=(), device_types="cpu")
+def _cpu_triple(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+@_cpu_triple.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _view_then_write_around_a_cpu_op(v, k):
+    """Partitioned: the view is made from the new value in the program after the CPU op."""
+    t = v[:k]
+    v[0:1].mul_(2)
+    return t, _cpu_triple(v).amax()
+
+
+@pytest.mark.parametrize("fn", [_view_then_write, _view_of_written, _select_then_write,
+                                _transposed_then_written, _view_then_write_around_a_cpu_op])
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_returned_view_of_an_argument_the_function_writes_is_eagers_view(fn, grad):
+    """aot_autograd (grad mode on) rebuilds a returned view of an argument from the graph's output,
+    its strides and storage offset: where the function writes the argument, that output is a view
+    of the value the program computes, which starts at 0, not at the argument's start. Once Dynamo
+    recompiled for the int, such a view came back at the storage's start (row 0, not row s)."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="lazyxla")
+    base, lazy = X.clone(), X.to(D)
+    with torch.set_grad_enabled(grad):
+        for s, k in ((2, 2), (5, 1), (9, 3), (3, 2)):
+            got, want = compiled(lazy[s:s + 4], k), fn(base[s:s + 4], k)
+            for g, w in zip(got, want) if isinstance(want, tuple) else ((got, want),):
+                _same(g, w)
+            _same(lazy, base)
+
+
 def test_a_column_view_and_a_row_start_only_the_varying_start_is_fed():
     """x[s:s + 4, 1:3]: the row start varies, the column start stays; a call at another column
     start is another program."""
