@@ -321,20 +321,9 @@ def test_duplicate_pass_through_none_and_int_outputs():
         torch.testing.assert_close(z1.cpu(), (x + y).cpu())
 
 
-@torch.library.custom_op("lazyxla_test::cpu_only", mutates_args=(), device_types="cpu")
-def cpu_only(x: torch.Tensor) -> torch.Tensor:
-    """An op XLA cannot lower: it has only a CPU kernel."""
-    return x.clone() * 3
-
-
-@cpu_only.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
 def _with_fallback(x):
     a = (x + 1).relu()
-    b = cpu_only(a)
+    b = torch.ops.lazyxla_test.cpu_only(a)  # (conftest.py)
     return (b * 2).sum(0)
 
 

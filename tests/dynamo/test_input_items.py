@@ -117,17 +117,6 @@ def test_two_reads_with_equal_values_are_fed_apart():
     assert bridge.items_fed and len(bridge.programs) == 1
 
 
-@torch.library.custom_op("lazyxla_test::cpu_triple", mutates_args=(), device_types="cpu")
-def cpu_triple(x: torch.Tensor) -> torch.Tensor:
-    """An op XLA cannot lower: it has only a CPU kernel."""
-    return x * 3
-
-
-@cpu_triple.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
 def test_a_float_read_before_a_cpu_op_is_read_again_in_the_partition_that_uses_it():
     """lr = s.item(), then a CPU op, then x * lr: the read moves into the partition after the CPU
     op (the one before it, left empty, goes), whose Bridge feeds it on every call rather than
@@ -137,7 +126,7 @@ def test_a_float_read_before_a_cpu_op_is_read_again_in_the_partition_that_uses_i
     x, s = g.placeholder("x"), g.placeholder("s")
     lr = g.call_method("item", (s,))
     neg = g.call_function(operator.neg, (lr,))
-    c = g.call_function(torch.ops.lazyxla_test.cpu_triple.default, (x,))
+    c = g.call_function(torch.ops.lazyxla_test.cpu_only.default, (x,))
     g.output(g.call_function(aten.mul.Tensor, (c, neg)))
     fused, n = partition(torch.fx.GraphModule(torch.nn.Module(), g), [c], Bridge)
     assert n == 1

@@ -166,21 +166,11 @@ def _transposed_then_written(v, k):
     return t
 
 
-@torch.library.custom_op("lazyxla_test::cpu_triple", mutates_args=(), device_types="cpu")
-def _cpu_triple(x: torch.Tensor) -> torch.Tensor:
-    return x * 3
-
-
-@_cpu_triple.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
 def _view_then_write_around_a_cpu_op(v, k):
     """Partitioned: the view is made from the new value in the program after the CPU op."""
     t = v[:k]
     v[0:1].mul_(2)
-    return t, _cpu_triple(v).amax()
+    return t, torch.ops.lazyxla_test.cpu_only(v).amax()  # (conftest.py)
 
 
 @pytest.mark.parametrize("fn", [_view_then_write, _view_of_written, _select_then_write,
