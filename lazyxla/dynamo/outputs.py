@@ -221,21 +221,37 @@ def _fed_index(number):
 
 def _shared_roots(outputs, args, arg_of_root) -> set:
     """ids of the computed root buffers that two or more distinct outputs (not inputs, not views
-    of inputs) read."""
+    of inputs) read, or one through a view whose strides or offset an output of its own would not
+    have: it is then that view of the whole buffer, as eager's (`y = x * 2; return y[:, 1:]`
+    starts at offset 1, with y's strides; `y[None].expand(4, -1)` has stride 0). XLA computes all
+    of y for the slice all the same. A reshape or a permutation of y stays an output of its own."""
     count, seen = {}, set()
     for o in outputs:
         if isinstance(o, torch.Tensor) and id(o) not in seen and not any(a is o for a in args):
             seen.add(id(o))
-            r = id(buf.state_of(o).root)
+            st = buf.state_of(o)
+            r = id(st.root)
             if r not in arg_of_root:
-                count[r] = count.get(r, 0) + 1
+                count[r] = count.get(r, 0) + (2 if type(st) is buf.View and not _own_layout(o) else 1)
     return {r for r, c in count.items() if c > 1}
+
+
+def _own_layout(t) -> bool:
+    """Whether an output of its own (SLOT) reports t's strides and storage offset."""
+    return _plain(t) or (t.storage_offset() == 0 and meta.dense_layout(t) is not None)
+
+
+def _plain(t) -> bool:
+    """Contiguous at offset 0, as a new tensor is (an empty one too: `y.t()[:0]` is not)."""
+    if t.storage_offset() != 0:
+        return False
+    return t.is_contiguous() if t.numel() else tuple(t.stride()) == meta.contiguous_strides(t.shape)
 
 
 def _geometry(t):
     """(strides, storage offset, span) of a traced output that reports eager's non-contiguous
     strides or an offset (a view, or a root with a layout), to give its replays; None if plain."""
-    if t.is_contiguous() and t.storage_offset() == 0:
+    if _plain(t):
         return None
     return tuple(t.stride()), t.storage_offset(), meta.storage_span(t.shape, t.stride(), t.storage_offset())
 

@@ -821,6 +821,24 @@ def test_outputs_report_eagers_strides_and_offsets_on_every_call():
         torch.testing.assert_close(got[5].as_strided((3,), (1,)).cpu(), expected[5].as_strided((3,), (1,)))
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_a_view_of_a_result_not_returned_is_eagers_view_of_it(grad):
+    """Views that start past 0, skip elements or repeat them (a slice, a select, an expand, an
+    empty slice of a transpose) are views of their whole result, as eager's: offsets and strides
+    as eager's, and as_strided reads the rest. Before, each came back as a buffer of its own."""
+    def f(x, k):
+        return (x * 2)[:, k:], (x + 1)[k - 1], (x - 1)[None].expand(2, -1, -1), (x * 3).t()[:k - 1]
+    cf = torch.compile(f, backend="lazyxla")
+    x = torch.arange(6.).reshape(2, 3)
+    with torch.set_grad_enabled(grad):
+        for k in (1, 1, 2):
+            got, want = cf(x.to(D), k), f(x, k)
+            for g, w in zip(got, want):
+                assert (g.shape, g.stride(), g.storage_offset()) == (w.shape, w.stride(), w.storage_offset())
+                torch.testing.assert_close(g.cpu(), w)
+            torch.testing.assert_close(got[0].as_strided((6,), (1,), 0).cpu(), x.reshape(-1) * 2)
+
+
 def _branches(x):
     return torch.cond(x.sum() > 0, lambda z: (z.sin(), z + 1), lambda z: (z.cos(), z * 2), (x,))
 
