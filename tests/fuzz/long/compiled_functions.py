@@ -1,12 +1,12 @@
 """torch.compile(backend="lazyxla") against eager: random small functions (arithmetic, in-place
-writes to the inputs and through views of them, returned views and inputs, reductions, matmuls,
-a graph break on .item(), control flow on shapes), each called four times on fresh values (with
-`--dynamic`: on new shapes too, under dynamic=True; with `--no-grad`: under torch.no_grad(), which
-hands the bridge Dynamo's own graph instead of aot_autograd's; with `--ints`: with an int argument
-`k`, new on each call, used as a scalar, in Python arithmetic, as a bound and as a shift; with
-`--shift`: with `a` and `b` views of larger tensors, starting at row 0, 1, 2, 3 on the four calls,
-so that the programs read and write their inputs at starts they are fed), masked writes among
-them. Outputs, their strides (of dims longer than one) and storage offsets, and the inputs'
+writes to the inputs and through views of them, returned views of inputs and of results,
+reductions, matmuls, a graph break on .item(), control flow on shapes), each called four times on
+fresh values (with `--dynamic`: on new shapes too, under dynamic=True; with `--no-grad`: under
+torch.no_grad(), which hands the bridge Dynamo's own graph instead of aot_autograd's; with
+`--ints`: with an int argument `k`, new on each call, used as a scalar, in Python arithmetic, as a
+bound and as a shift; with `--shift`: with `a` and `b` views of larger tensors, starting at row 0,
+1, 2, 3 on the four calls, so that the programs read and write their inputs at starts they are
+fed), masked writes among them. Outputs, their strides (of dims longer than one) and storage offsets, and the inputs'
 final values compared. Dynamo's TorchRuntimeError wrapping eager's RuntimeError or IndexError of a
 bad program counts as the same error (it does so for every backend, `backend="eager"` too)."""
 import random
@@ -41,6 +41,7 @@ STATEMENTS = [
     "t{n} = {x}.new_zeros({x}.shape) + {y}", "t{n} = torch.sin({x}) if {x}.shape[0] > 1 else {y}",
     "{inp}[{x} > 0] = 0.5", "{inp}[{x}[:, 0] > 0, 0] = 2.0",
     "t{n} = {x}.clone(); t{n}[{y}[:, 0] > 0, torch.tensor([0, 1], device={x}.device)] = 1.0",
+    "t{n} = {x}[1:]", "t{n} = {x}[:, 1:]", "t{n} = {x}.t()[-1]",
 ]
 
 # With --ints: statements on the int argument k (fed to the program where it is only a scalar or
@@ -52,6 +53,7 @@ INT_STATEMENTS = [
     "t{n} = {x} * (k // 2)", "t{n} = {x}.pow(k % 3)", "{inp}.mul_(k - 1)",
     "t{n} = {x}[k] * 2", "t{n} = {x}[k:k + 2] + 1", "t{n} = {x}.narrow(0, k, 1) - {y}[:1]",
     "{inp}[k] = 1.5", "{inp}[k:k + 1].mul_(2)", "t{n} = {x}[k::2].sum(0)", "t{n} = {x}[:, k] * k",
+    "t{n} = {x}[:, k:]",
 ]
 
 
@@ -70,9 +72,10 @@ def _function(r):
     return f"def f(a, b{', k' if INTS else ''}):\n" + "".join(f"    {s}\n" for s in lines) + f"    return ({', '.join(returned)},)\n"
 
 
-def _layout(t):  # strides of dims of one element are arbitrary; an empty one's offset too
-    return tuple(t.shape), tuple(s for s, n in zip(t.stride(), t.shape) if n > 1), t.dtype, \
-        t.storage_offset() if t.numel() else 0
+def _layout(t):  # strides of dims of one element are arbitrary; an empty tensor's and its offset too
+    if not t.numel():
+        return tuple(t.shape), t.dtype
+    return tuple(t.shape), tuple(s for s, n in zip(t.stride(), t.shape) if n > 1), t.dtype, t.storage_offset()
 
 
 def run(seed):
