@@ -41,7 +41,8 @@ STATEMENTS = [
     "t{n} = {x}.new_zeros({x}.shape) + {y}", "t{n} = torch.sin({x}) if {x}.shape[0] > 1 else {y}",
     "{inp}[{x} > 0] = 0.5", "{inp}[{x}[:, 0] > 0, 0] = 2.0",
     "t{n} = {x}.clone(); t{n}[{y}[:, 0] > 0, torch.tensor([0, 1], device={x}.device)] = 1.0",
-    "t{n} = {x}[1:]", "t{n} = {x}[:, 1:]", "t{n} = {x}.t()[-1]",
+    "t{n} = {x}[1:]", "t{n} = {x}[:, 1:]", "t{n} = {x}.t()[-1]", "t{n} = ({x} * 2)[:, 1:]",
+    "t{n} = ({x} + {y}).t()[-1]", "t{n} = {x}.exp()[None].expand(2, -1, -1)",
 ]
 
 # With --ints: statements on the int argument k (fed to the program where it is only a scalar or
@@ -53,7 +54,7 @@ INT_STATEMENTS = [
     "t{n} = {x} * (k // 2)", "t{n} = {x}.pow(k % 3)", "{inp}.mul_(k - 1)",
     "t{n} = {x}[k] * 2", "t{n} = {x}[k:k + 2] + 1", "t{n} = {x}.narrow(0, k, 1) - {y}[:1]",
     "{inp}[k] = 1.5", "{inp}[k:k + 1].mul_(2)", "t{n} = {x}[k::2].sum(0)", "t{n} = {x}[:, k] * k",
-    "t{n} = {x}[:, k:]",
+    "t{n} = {x}[:, k:]", "t{n} = ({x} - 1)[k:]",
 ]
 
 
