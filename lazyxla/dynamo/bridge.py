@@ -238,6 +238,7 @@ class Bridge:
         self._use_feed(items.ItemFeed.of(gm, self.item_positions, ints) if (
             self.item_positions or ints) and envflags.flag("LAZYXLA_FEED_ITEM_INPUTS", True) else None)
         self.attrs = _attribute_tensors(gm)
+        self.placed_outputs = fed_starts.placed_outputs(gm)  # (outputs an int argument places)
         # Set once an argument came as another view (or with other aliasing) than traced: from
         # then on the structure of the tensor arguments joins the key.
         self.by_structure = False
@@ -428,6 +429,9 @@ class Bridge:
         if not items.same_program(entry, check) or not self.feed.agree(args, tracings) \
                 or not fed_starts.checks_agree(tracings):
             return None, "a stand-in met a number of the graph's own"
+        if not fed_starts.outputs_follow(self.placed_outputs, self.feed.int_positions,
+                                         entry.outputs.recipe):
+            return None, "an output that an int places would keep the stand-ins' view"
         entry.checks = tracings[0].checks
         return entry, None
 

@@ -19,15 +19,20 @@ Two things differ from the other fed numbers:
 
 A view at the index that leaves the graph (returned, or saved by autograd for the backward) is
 made again from the argument at each call's numbers (outputs.VIEW_OF_INPUT), and a backward given
-it feeds its start (view_starts.py).
+it feeds its start (view_starts.py). An output whose shape, strides or offset the int sets must be
+such a view taking the fed number (outputs_follow): stand-ins that a slice clamps alike (`x[:, :k]`
+of 3 columns at k = 5 and 7) make it the whole of x, no fed number in its view.
 """
 from __future__ import annotations
+
+import torch
 
 from lazyxla.device import dispatch
 from lazyxla.ir.node import Slot
 from .fed_numbers import count, mark, put
 from .input_items import run_checks
 from .matcher import CONST
+from .outputs import VIEW_OF_INPUT
 
 # Pairs of offsets from an int argument's value tried as its stand-ins, in order: both sides of it,
 # then above (the first row), then below (the last row or slice).
@@ -137,3 +142,41 @@ def near_stand_ins(values, ints, others) -> list:
                for s in pair):
             tries.append(pair)
     return tries
+
+
+def placed_outputs(gm) -> dict:
+    """{output position: placeholder positions} of the graph's tensor outputs whose size, strides
+    or storage offset hold an int argument's symbol (`x[:, :k]`, `x[k]`)."""
+    symbols = {}
+    for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        v = n.meta.get("val", n.meta.get("example_value"))
+        if isinstance(v, torch.SymInt):
+            for sym in v.node.expr.free_symbols:
+                symbols.setdefault(sym, set()).add(i)
+    if not symbols:
+        return {}
+    result = gm.graph.output_node().args[0]
+    placed = {}
+    for pos, n in enumerate(result if isinstance(result, (tuple, list)) else (result,)):
+        v = n.meta.get("val", n.meta.get("example_value")) if hasattr(n, "meta") else None
+        if isinstance(v, torch.Tensor) and v.layout is torch.strided:
+            free = set()
+            for d in (*v.shape, *v.stride(), v.storage_offset()):
+                if isinstance(d, torch.SymInt):
+                    free |= d.node.expr.free_symbols
+            ints = {i for sym in free for i in symbols.get(sym, ())}
+            if ints:
+                placed[pos] = frozenset(ints)
+    return placed
+
+
+def outputs_follow(placed, fed_ints, recipe) -> bool:
+    """Whether each output that a fed int places (placed_outputs) is made from that call's numbers:
+    a view of an argument replayed with a fed number (outputs.VIEW_OF_INPUT). A program's output
+    or a view traced as it stands would keep the stand-ins' shape or offset."""
+    for pos, ints in placed.items():
+        if ints & fed_ints and pos < len(recipe):
+            kind, v = recipe[pos]
+            if kind != VIEW_OF_INPUT or not count(v[1]):
+                return False
+    return True

@@ -84,6 +84,38 @@ def test_a_start_that_python_clamps_is_checked_on_every_call(ks, grad):
         _run(lambda x, k: x[k::2].sum(0) * 2, lambda k: (x, k), ks)
 
 
+def _returned_slice(x, k):
+    return x[:, :k], x.sum()
+
+
+def _returned_slice_of_a_written_argument(x, k):
+    x.unsqueeze_(0)
+    x.mul_(2)
+    return x[:, :k]
+
+
+def _returned_slice_of_a_result(x, k):
+    return (x * 2)[:, :k]
+
+
+@pytest.mark.parametrize("fn", [_returned_slice, _returned_slice_of_a_written_argument,
+                                _returned_slice_of_a_result])
+@pytest.mark.parametrize("ks", [[2, 1, 3, 1, 2], [2, 5, 1, 7, 0]])
+def test_a_returned_slice_that_stand_ins_clamp_alike_takes_each_calls_int(fn, ks):
+    """x[:, :k] of 4 columns is all of x at stand-ins past the end, for both: the output was
+    traced as x itself, and every later call (no_grad: Dynamo's own graph) returned all 4 columns.
+    An output whose shape an int sets is now made from each call's int, or the int is keyed."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="lazyxla")
+    with torch.no_grad():
+        for k in ks:
+            x = X[:3].clone()
+            got, want = compiled(x.to(D), k), fn(x, k)
+            for g, w in zip(got, want) if isinstance(want, tuple) else ((got, want),):
+                assert g.shape == w.shape and g.stride() == w.stride()
+                torch.testing.assert_close(g.cpu(), w)
+
+
 def test_stand_ins_next_to_an_int_stay_apart_and_in_int64():
     """Each try: two sets of stand-ins with the int moved by 1 or 2 from its value (other
     numbers keep their own stand-ins); a try past int64 is left out."""
