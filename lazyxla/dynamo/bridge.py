@@ -408,7 +408,7 @@ class Bridge:
         the program, which this call's k (-1: start 1) would not read."""
         with items.traced_with(values):
             at = extract(self.feed.reading_gm, args, self.name, self.attrs, warm_up=False)
-        if not items.same_constants(entry, at):
+        if not items.same_constants(entry, at, self.feed.values_fn(*args)):
             return None, "the program at this call's numbers is another (" + _DIFFERS + ")"
         return entry, None
 

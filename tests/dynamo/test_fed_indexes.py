@@ -100,11 +100,13 @@ def _returned_slice_of_a_result(x, k):
 
 @pytest.mark.parametrize("fn", [_returned_slice, _returned_slice_of_a_written_argument,
                                 _returned_slice_of_a_result])
-@pytest.mark.parametrize("ks", [[2, 1, 3, 1, 2], [2, 5, 1, 7, 0]])
+@pytest.mark.parametrize("ks", [[2, 1, 3, 1, 2], [2, 5, 1, 7, 0], [6, 1, -3, -4]])
 def test_a_returned_slice_that_stand_ins_clamp_alike_takes_each_calls_int(fn, ks):
     """x[:, :k] of 4 columns is all of x at stand-ins past the end, for both: the output was
     traced as x itself, and every later call (no_grad: Dynamo's own graph) returned all 4 columns.
-    An output whose shape an int sets is now made from each call's int, or the int is keyed."""
+    An output whose shape an int sets is now made from each call's int, or the int is keyed. At
+    k = -3 Dynamo's graph has the output's shape fixed (no columns), the stand-ins not: the trace
+    at the call's own k must make the same outputs as theirs."""
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="lazyxla")
     with torch.no_grad():
