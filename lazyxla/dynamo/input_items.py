@@ -325,12 +325,13 @@ def same_program(a, b) -> bool:
 
 def same_constants(a, b, values) -> bool:
     """Two extractions of one graph, one traced with stand-ins (`a`) and one at a call's own
-    numbers (`b`; `values`: all the fed numbers of that call), make the same program with the same constants: the parameters either
-    takes as a constant of the trace (a Python scalar of the graph, a start no fed number placed)
-    are the same ones, of the same values. Where both compute a parameter on every call, they may
-    do it differently (a view's start read from the argument in one, fed from the int in the
-    other); its value is the call's in both. Their outputs are the same at the call's numbers
-    (`x[:, :k]` is all of x at stand-ins past the end, not at k = -3)."""
+    numbers (`b`; `values`: all the fed numbers of that call), make the same program with the
+    same constants: the parameters either takes as a constant of the trace (a Python scalar of
+    the graph, a start no fed number placed) are the same ones, of the same values. Where both
+    compute a parameter on every call, they may do it differently (a view's start read from the
+    argument in one, fed from the int in the other); its value is the call's in both. Their
+    outputs are the same at the call's numbers (`x[:, :k]` is all of x at stand-ins past the
+    end, not at k = -3)."""
     if a.hash != b.hash or (a.matcher is None) != (b.matcher is None):
         return False
     if not _same_outputs(a.outputs, b.outputs, values):
@@ -353,16 +354,16 @@ def _same_plan(p, q) -> bool:
 
 
 def _same_outputs(h, k, values=None) -> bool:
-    """`values`: compare the views replayed on arguments at these fed numbers (each trace marks
-    as fed the numbers equal to its own)."""
+    """`values`: compare the fed numbers returned and the views replayed on arguments as they
+    are at these fed numbers (each trace marks as fed the numbers equal to its own)."""
     if len(h.recipe) != len(k.recipe) or len(h.groups) != len(k.groups):
         return False
     for (kind, v), (kind2, w) in zip(h.recipe, k.recipe):
+        if values is not None:
+            (kind, v), (kind2, w) = _at(kind, v, values), _at(kind2, w, values)
         if kind != kind2:
             return False
-        if kind == o.VIEW_OF_INPUT and values is not None:
-            same = v[0] == w[0] and put(v[1], values) == put(w[1], values)
-        elif kind == o.INT:
+        if kind == o.INT:
             same = type(v) is type(w) and repr(v) == repr(w)
         elif kind == o.CONST:
             same = _same_array(v[0], w[0]) and v[1:] == w[1:]
@@ -376,6 +377,15 @@ def _same_outputs(h, k, values=None) -> bool:
         if not (_same_array(gv.data, gw.data) if gk == o.CONST else gv == gw):
             return False
     return True
+
+
+def _at(kind, v, values):
+    """An output's recipe at the fed numbers `values`."""
+    if kind == o.FED:
+        return o.INT, values[v]
+    if kind == o.VIEW_OF_INPUT:
+        return kind, (v[0], put(v[1], values))
+    return kind, v
 
 
 def _same_array(x, y) -> bool:
