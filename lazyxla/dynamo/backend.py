@@ -189,6 +189,25 @@ def register() -> None:
     for package in ("jax", "jaxlib", "ml_dtypes"):
         trace_rules.add(package)
     _skip_runtime(trace_rules)
+    _answer_static_grads_without_inductor()
+
+
+def _answer_static_grads_without_inductor() -> None:
+    """Dynamo asks, for each gradient of an optimizer step it traces, whether CUDA graphs could
+    keep its address; its answer imports inductor's CUDA-graph module first (about 1 s in a process
+    that has not imported inductor: half of a compiled MLP AdamW step's first call), though for a
+    tensor not on CUDA the answer is always True. Answered so here; CUDA tensors still ask Dynamo's
+    own function. Left as it is where a torch names it otherwise."""
+    from torch._dynamo.variables import optimizer
+    asked = getattr(optimizer, "_is_static_for_cudagraphs", None)
+    if asked is None or getattr(asked, "_lazyxla_answers_non_cuda", False):
+        return
+
+    def is_static_for_cudagraphs(x: torch.Tensor) -> bool:
+        return True if not x.is_cuda else asked(x)
+
+    is_static_for_cudagraphs._lazyxla_answers_non_cuda = True
+    optimizer._is_static_for_cudagraphs = is_static_for_cudagraphs
 
 
 def _skip_runtime(trace_rules) -> None:

@@ -211,3 +211,29 @@ def test_compiled_for_loop_adamw_step_is_one_program(fresh_metrics):
     event = metrics.events("partition")[-1]
     assert event["partitions"] == 1 and len(event["unsupported"]) == 2, event
     assert metrics.counter_value("DynamoExtractCompiledGraph") == 1
+
+
+_STEP_WITHOUT_INDUCTOR = """
+import sys, torch, lazyxla
+p = torch.nn.Parameter(torch.ones(3, device="lazyxla"))
+p.grad = torch.full((3,), 0.5, device="lazyxla")
+opt = torch.optim.AdamW([p], lr=0.1)
+torch.compile(opt.step, backend="lazyxla")()
+q = torch.nn.Parameter(torch.ones(3))
+q.grad = torch.full((3,), 0.5)
+torch.optim.AdamW([q], lr=0.1).step()
+assert torch.allclose(p.detach().cpu(), q.detach()), (p, q)
+print("OK", "torch._inductor.cudagraph_trees" in sys.modules)
+"""
+
+
+def test_a_compiled_optimizer_step_does_not_import_inductor():
+    """Dynamo's optimizer tracing imports inductor's CUDA-graph module to ask whether gradients
+    have static addresses (about 1 s, half of an MLP AdamW step's first call); lazyxla answers
+    for tensors that are not on CUDA (dynamo/backend.py). A fresh process shows it."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _STEP_WITHOUT_INDUCTOR], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["OK", "False"], out.stdout
