@@ -8,6 +8,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
@@ -330,8 +331,27 @@ def _bisect(seq, vals, right):
     return start
 
 
+def _kind(dtype) -> int:
+    return 3 if jnp.issubdtype(dtype, jnp.complexfloating) else 2 if jnp.issubdtype(
+        dtype, jnp.floating) else 0 if dtype == jnp.bool_ else 1
+
+
+def _compared_in(seq, vals):
+    """The dtype eager compares in: PyTorch's promotion, where a 0-d value (a Scalar, weakly
+    typed here, or a 0-d tensor) of the sequence's kind or a lower one takes the sequence's dtype
+    (300 against int8 boundaries wraps to 44; 50.50000001 against float32 ones is 50.5), and a
+    Scalar of a higher kind the default dtype of that kind."""
+    if vals.ndim or not seq.ndim or _kind(vals.dtype) > _kind(seq.dtype) and not \
+            getattr(vals, "weak_type", False):
+        return jnp.result_type(seq.dtype, vals.dtype)
+    if _kind(vals.dtype) <= _kind(seq.dtype):
+        return seq.dtype
+    default = np_dtype(torch.get_default_dtype())
+    return default if _kind(vals.dtype) == 2 else jnp.result_type(default, jnp.complex64)
+
+
 def _search(seq, vals, right, sorter):
-    dtype = jnp.result_type(seq.dtype, vals.dtype)
+    dtype = _compared_in(seq, vals)
     seq, vals = seq.astype(dtype), vals.astype(dtype)
     if sorter is not None:
         check_index(sorter, seq.shape[-1], negative=False, kind=SORTER_RANGE)

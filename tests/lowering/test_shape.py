@@ -128,6 +128,23 @@ def test_searchsorted_with_nan_and_unsorted_input_as_eager():
           torch.tensor([[nan, 1.0], [0.0, 1.0]]))
 
 
+def test_a_0d_value_is_searched_for_in_the_dtype_eager_promotes_to():
+    """A Scalar or a 0-d tensor takes the boundaries' dtype where its kind is not higher, as
+    PyTorch's promotion gives: 300 against int8 boundaries is 44, 50.50000001 against float32 ones
+    is 50.5; a float Scalar against integer boundaries is compared as float32. lazyxla compared
+    in JAX's promotion of the two dtypes (int64, float64) and gave other buckets."""
+    b8, b32 = torch.tensor([-100, 1, 50, 100], dtype=torch.int8), torch.tensor([1.5, 50.5, 100.5])
+    bi = torch.tensor([1, 5, 16777217], dtype=torch.int32)
+    for b, v in ((b8, 300), (b8, -129), (b32, 50.50000001), (bi, 16777216.5), (b8, 2.5), (b8, True)):
+        for right in (False, True):
+            check(lambda b: torch.bucketize(v, b, right=right), b)
+            check(lambda b: torch.searchsorted(b, v, right=right), b)
+            check(lambda b, t: torch.bucketize(t, b, right=right), b, torch.tensor(v))
+            check(lambda b, t: torch.searchsorted(b, t.reshape(1), right=right), b, torch.tensor(v))
+    check(lambda b, t: torch.bucketize(t, b), b8, torch.tensor(300.5, dtype=torch.float64))
+    check(lambda b, t: torch.bucketize(t, b), b8, torch.tensor([300, 2]))
+
+
 def test_replicate_pad_negative():
     # Cropping beyond the replicated border: every output reads the clamped input position.
     for x, pad in ((torch.randn(5, 3, 4, 4), (-4, 5, 0, 0)), (torch.randn(6, 2, 4, 4), (0, 0, 2, -4)),
