@@ -22,7 +22,8 @@ from lazyxla.ir.meta import MASK_DTYPES, META_KERNELS
 from .checks import check
 from .pointwise import convert
 from .registry import (INDEX, INDEX_BOUNDS, MASK_VALUES, MASKED_SCATTER_SOURCE, SEGMENT_NEGATIVE,
-                       SEGMENT_SUM, Unsupported, aten, check_index, check_values, register)
+                       SEGMENT_SUM, Unsupported, aten, check_fits, check_index, check_values,
+                       register)
 
 
 def _norm(d, n):
@@ -328,7 +329,14 @@ def index_copy(x, dim, index, source):
     return x.at[idx].set(src.astype(x.dtype), mode="drop")
 
 
-@register(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+@register(aten.index_fill.int_Tensor)
+def index_fill_tensor(x, dim, index, value):
+    """A 0-d tensor value: eager converts its `.item()` with an overflow check."""
+    check_fits(value, x.dtype)
+    return index_fill(x, dim, index, value)
+
+
+@register(aten.index_fill.int_Scalar)
 def index_fill(x, dim, index, value):
     value = convert(jnp.asarray(value).reshape(()), x.dtype)
     idx, _ = _along(x, dim, index, negative=True)

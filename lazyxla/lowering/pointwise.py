@@ -26,7 +26,7 @@ from jax import lax
 from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
 from .exact_arith import Arith, rounder
-from .registry import COMPLEX_VALUE, astype, aten, check_values, register
+from .registry import COMPLEX_VALUE, astype, aten, check_fits, check_values, register
 
 _F32 = np.dtype(np.float32)
 _HALF = {np.dtype(jnp.bfloat16), np.dtype(np.float16)}
@@ -472,13 +472,20 @@ def _where_meta(cond, x, y):
 meta.META_KERNELS[aten.where.self] = _where_meta
 
 
-@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, meta=True)
+@register(aten.masked_fill.Scalar, meta=True)
 def masked_fill(x, mask, value, _meta):
     dt = out_dtype(_meta)
-    if jnp.iscomplexobj(value) and not jnp.iscomplexobj(x) and x.dtype != jnp.bool_:
-        # a 0-dim tensor value, known only here (a Python one is checked at the call)
-        check_values(jnp.imag(value) != 0, COMPLEX_VALUE)
     return jnp.where(mask.astype(bool), cast(dt, value), cast(dt, x))
+
+
+@register(aten.masked_fill.Tensor, meta=True)
+def masked_fill_tensor(x, mask, value, _meta):
+    """A 0-d tensor value, known only here (a Python one is checked at the call): eager converts
+    its `.item()` with an overflow check."""
+    if jnp.iscomplexobj(value) and not jnp.iscomplexobj(x) and x.dtype != jnp.bool_:
+        check_values(jnp.imag(value) != 0, COMPLEX_VALUE)
+    check_fits(value, out_dtype(_meta))
+    return masked_fill(x, mask, value, _meta=_meta)
 
 
 # ---------------------------------------------------------------- comparisons and logic

@@ -22,6 +22,7 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 aten = torch.ops.aten
@@ -83,7 +84,7 @@ SEGMENT_NEGATIVE, SEGMENT_SUM, LU_PIVOTS = "segment_negative", "segment_sum", "l
 INDEX_BOUNDS, TARGET_RANGE, SORTER_RANGE = "index_bounds", "target_range", "sorter_range"
 BAG_INDEX, BAG_OFFSETS, CTC_LENGTHS = "bag_index", "bag_offsets", "ctc_lengths"
 UNPOOL_INDEX, COMPLEX_VALUE, MASK_VALUES = "unpool_index", "complex_value", "mask_values"
-HISTC_RANGE, POISSON_RATE = "histc_range", "poisson_rate"
+HISTC_RANGE, POISSON_RATE, VALUE_OVERFLOW = "histc_range", "poisson_rate", "value_overflow"
 CHECK_ERRORS = {
     INDEX: (IndexError, "index out of range in {ops}", "IndexOutOfRange"),
     INDEX_BOUNDS: (RuntimeError, "index out of bounds in {ops}", "IndexOutOfRange"),
@@ -127,6 +128,9 @@ CHECK_ERRORS = {
     COMPLEX_VALUE: (RuntimeError, "value cannot be converted to type of the tensor without "
                                   "overflow (a complex value with an imaginary part, in {ops})",
                     "InvalidInput"),
+    VALUE_OVERFLOW: (RuntimeError, "value cannot be converted to type of the tensor without "
+                                   "overflow (a 0-d tensor value outside the tensor's dtype's "
+                                   "range, in {ops})", "InvalidInput"),
     HISTC_RANGE: (RuntimeError, "torch.histc: range of [min, max] is not finite (the data's "
                                 "own range holds a NaN or inf, in {ops})", "InvalidInput"),
     LU_PIVOTS: (RuntimeError, "Pivots given to lu_solve must all be between 1 and LU.size(-2). "
@@ -143,6 +147,31 @@ def check_index(i, n, negative=True, kind=INDEX) -> None:
         if not jnp.issubdtype(i.dtype, jnp.unsignedinteger):
             out = out | (i < (-n if negative else 0))
         INDEX_CHECKS.append((jnp.any(out), kind))
+
+
+def check_fits(value, dtype) -> None:
+    """Flag a 0-d tensor `value` that eager's checked conversion to `dtype` refuses (c10's
+    `overflows`, where masked_fill and index_fill convert a tensor value's `.item()`): outside
+    a float dtype's finite range (inf and NaN pass); outside an integer dtype's range, NaN and inf
+    too for a float value; for an unsigned dtype an integer value may be negative down to -max,
+    which wraps."""
+    if INDEX_CHECKS is None:
+        return
+    v, dt = jnp.asarray(value), np.dtype(dtype)
+    if dt == np.bool_ or v.dtype == np.bool_ or jnp.issubdtype(dt, jnp.complexfloating) or \
+            jnp.iscomplexobj(v):
+        return  # (a complex value into a real tensor: COMPLEX_VALUE)
+    if jnp.issubdtype(dt, jnp.floating):
+        w, info = v.astype(jnp.float64), jnp.finfo(dt)
+        bad = jnp.isfinite(w) & ((w < float(info.min)) | (w > float(info.max)))
+    elif jnp.issubdtype(v.dtype, jnp.floating):
+        w, info = v.astype(jnp.float64), jnp.iinfo(dt)
+        bad = ~((w >= float(info.min)) & (w <= float(info.max)))
+    else:
+        w, info = v.astype(jnp.int64), jnp.iinfo(dt)
+        low = -int(info.max) if info.min == 0 else int(info.min)
+        bad = (w > info.max) | (w < low) if info.max <= np.iinfo(np.int64).max else w < low
+    INDEX_CHECKS.append((jnp.any(bad), VALUE_OVERFLOW))
 
 
 def check_divisor(x, y) -> None:

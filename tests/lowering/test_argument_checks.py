@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import lazyxla
+from lazyxla.testing import check
 
 D = lazyxla.device()
 X = torch.tensor([[0.5, -1.25, 2.0], [-0.75, 1.5, -3.0]])  # fixed: tests below need both signs
@@ -277,3 +278,25 @@ def test_a_complex_tensor_value_with_an_imaginary_part_raises_at_the_read(on_dev
     out = I.to(D).masked_fill(I.to(D) > 0, value.to(D) if on_device else value)
     with pytest.raises(RuntimeError, match="value cannot be converted to type"):
         out.cpu()
+
+
+@pytest.mark.parametrize("value, dtype", [(300, torch.int8), (-256, torch.uint8), (127.9, torch.int8),
+                                          (float("nan"), torch.int32), (1e10, torch.float16),
+                                          (65520.0, torch.float16), (1e39, torch.float32)])
+def test_a_0d_tensor_fill_value_the_dtype_cannot_hold_raises_at_the_read(value, dtype):
+    """masked_fill and index_fill convert a 0-d tensor value's `.item()` with eager's overflow
+    check (c10's `overflows`), which lazyxla gave as a wrapped or saturated value. In range, inf
+    into a float dtype and a negative integer into uint8 down to -255 (which wraps) still fill."""
+    x, mask, idx = torch.zeros(4, dtype=dtype), torch.tensor([True, False, True, False]), torch.tensor([1])
+    v = torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else torch.int64)
+    for fill in (lambda x, m, i, v: x.masked_fill(m, v), lambda x, m, i, v: x.index_fill(0, i, v),
+                 lambda x, m, i, v: x.clone().masked_fill_(m, v)):
+        with pytest.raises(RuntimeError, match="value cannot be converted to type"):
+            fill(x, mask, idx, v)
+        out = fill(x.to(D), mask.to(D), idx.to(D), v.to(D))
+        with pytest.raises(RuntimeError, match="value cannot be converted to type"):
+            out.cpu()
+    for ok, dt in ((-255, torch.uint8), (float("inf"), torch.float16), (127.0, torch.int8),
+                   (-65504.0, torch.float16)):
+        check(lambda x, m, i, v: (x.masked_fill(m, v), x.index_fill(0, i, v)),
+              torch.zeros(4, dtype=dt), mask, idx, torch.tensor(ok))
