@@ -12,7 +12,7 @@ import torch
 from jax import lax
 
 from lazyxla.ir import meta
-from .pointwise import cast, compute, is_bool, is_float, is_int, is_one, opmath, out_dtype
+from .pointwise import cast, compute, is_bool, is_float, is_int, is_one, narrowed, opmath, out_dtype
 from .registry import aten, check_divisor, register
 
 
@@ -25,25 +25,25 @@ def _in_dtype(_meta, s):
 
 @register(aten.add.Tensor, aten.add.Scalar, meta=True)
 def add(x, y, alpha=1, _meta=None):
-    x, y, alpha = compute(_meta, x, y, _in_dtype(_meta, alpha))
+    x, y, alpha = narrowed(_meta, x, y, _in_dtype(_meta, alpha))
     return x + y * alpha
 
 
 @register(aten.sub.Tensor, aten.sub.Scalar, meta=True)
 def sub(x, y, alpha=1, _meta=None):
-    x, y, alpha = compute(_meta, x, y, _in_dtype(_meta, alpha))
+    x, y, alpha = narrowed(_meta, x, y, _in_dtype(_meta, alpha))
     return x - y * alpha
 
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar, meta=True)
 def rsub(x, y, alpha=1, _meta=None):
-    x, y, alpha = compute(_meta, x, y, _in_dtype(_meta, alpha))
+    x, y, alpha = narrowed(_meta, x, y, _in_dtype(_meta, alpha))
     return y - x * alpha
 
 
 @register(aten.mul.Tensor, aten.mul.Scalar, meta=True)
 def mul(x, y, _meta):
-    x, y = compute(_meta, x, y)
+    x, y = narrowed(_meta, x, y, exact=(1,))
     return x * y
 
 
@@ -78,7 +78,7 @@ def _floor_div(x, y):
 
 @register(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, meta=True)
 def div(x, y, rounding_mode=None, _meta=None):
-    x, y = compute(_meta, x, y)
+    x, y = narrowed(_meta, x, y, exact=(1,))
     if rounding_mode is None:
         return x / y
     if rounding_mode == "trunc":
@@ -90,19 +90,19 @@ def div(x, y, rounding_mode=None, _meta=None):
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar, meta=True)
 def floor_divide(x, y, _meta):
-    return _floor_div(*compute(_meta, x, y))
+    return _floor_div(*narrowed(_meta, x, y, exact=(1,)))
 
 
 @register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor, meta=True)
 def remainder(x, y, _meta):
-    x, y = compute(_meta, x, y)
+    x, y = narrowed(_meta, x, y)
     r = _rem(x, y)  # C fmod / truncated remainder: sign of the dividend
     return jnp.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar, meta=True)
 def fmod(x, y, _meta):
-    return _rem(*compute(_meta, x, y))
+    return _rem(*narrowed(_meta, x, y))
 
 
 def _int_pow(x, y):
@@ -128,7 +128,7 @@ def pow(x, y, _meta):
     dt = out_dtype(_meta)
     if is_bool(dt):
         return cast(dt, x) | ~cast(dt, y)
-    x, y = compute(_meta, x, y)
+    x, y = narrowed(_meta, x, y)
     if is_int(dt):
         return _int_pow(x, y)
     if jnp.iscomplexobj(x):
@@ -205,12 +205,12 @@ meta.META_KERNELS[aten.pow_.Scalar] = _bool_pow_inplace_meta
 
 @register(aten.atan2.default, meta=True)
 def atan2(x, y, _meta):
-    return jnp.arctan2(*compute(_meta, x, y))
+    return jnp.arctan2(*narrowed(_meta, x, y))
 
 
 @register(aten.hypot.default, meta=True)
 def hypot(x, y, _meta):
-    return jnp.hypot(*compute(_meta, x, y))
+    return jnp.hypot(*narrowed(_meta, x, y))
 
 
 @register(aten.copysign.Tensor, aten.copysign.Scalar, meta=True)
@@ -245,7 +245,7 @@ def fmin(x, y, _meta):
 
 @register(aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self, meta=True)
 def xlogy(x, y, _meta):
-    x, y = compute(_meta, x, y)
+    x, y = narrowed(_meta, x, y)
     r = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
     return jnp.where(y != y, y, r)
 
@@ -294,7 +294,7 @@ def log_add_exp_complex(x, y):
 
 @register(aten.logaddexp.default, meta=True)
 def logaddexp(x, y, _meta):
-    x, y = compute(_meta, x, y)
+    x, y = narrowed(_meta, x, y)
     if jnp.iscomplexobj(x):
         return log_add_exp_complex(x, y)
     r = jnp.maximum(x, y) + jnp.log1p(jnp.exp(-jnp.abs(x - y)))
@@ -303,14 +303,23 @@ def logaddexp(x, y, _meta):
 
 @register(aten.logaddexp2.default, meta=True)
 def logaddexp2(x, y, _meta):
-    x, y = compute(_meta, x, y)
+    x, y = narrowed(_meta, x, y)
     r = jnp.maximum(x, y) + jnp.log1p(jnp.exp2(-jnp.abs(x - y))) * (1 / math.log(2))
     return jnp.where(jnp.isinf(x) & (x == y), x, r)
 
 
-@register(aten.lerp.Scalar, aten.lerp.Tensor, meta=True)
+@register(aten.lerp.Scalar, meta=True)
+def lerp_scalar(x, end, weight, _meta):
+    """eager's kernel reads a Scalar weight in opmath, unrounded."""
+    return _lerp(*narrowed(_meta, x, end, weight, exact=(2,)))
+
+
+@register(aten.lerp.Tensor, meta=True)
 def lerp(x, end, weight, _meta):
-    x, end, weight = compute(_meta, x, end, weight)
+    return _lerp(*narrowed(_meta, x, end, weight))
+
+
+def _lerp(x, end, weight):
     return jnp.where(jnp.abs(weight) < 0.5, x + weight * (end - x), end - (end - x) * (1 - weight))
 
 

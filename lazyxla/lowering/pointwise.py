@@ -84,6 +84,19 @@ def compute(_meta, *xs):
     return cast(wide, *xs)
 
 
+def narrowed(_meta, *xs, exact=()):
+    """compute(), with each 0-d operand first rounded to a float16 / bfloat16 result dtype, as
+    eager's TensorIterator casts 0-d tensors and Scalars to the common dtype before its kernel
+    reads them (x_f16 + 2049 adds 2048; 2048 % 2049 is 0), where compute() keeps them exact as
+    opmath kernels read them. `exact`: positions the kernel reads unrounded (mul's and div's
+    second operand: `original_scalar_value`; lerp's Scalar weight)."""
+    dt = out_dtype(_meta)
+    if opmath(dt) != dt:
+        xs = [convert(x, dt) if i not in exact and x is not None and not getattr(x, "ndim", 0)
+              else x for i, x in enumerate(xs)]
+    return compute(_meta, *xs)
+
+
 def _is_weak(x):
     try:
         return bool(jax.core.get_aval(x).weak_type)

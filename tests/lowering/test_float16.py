@@ -251,6 +251,36 @@ def test_scalars_the_kernel_converts_to_the_dtype(dtype):
           a, b, atol=0, rtol=0)
 
 
+# values a float16 / bfloat16 rounding moves: 1.0004 (1.0 in float16), 1.003 (1.0 in bfloat16),
+# 2049 (2048 in both), 1000.7 (1000.5 / 1000)
+_UNROUNDED = [1.0004, 1.003, 2049.0, 2049, 1000.7, 3.0001, 257.0]
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_a_0d_operand_is_rounded_to_the_dtype_where_eagers_kernel_rounds_it(dtype):
+    """eager's TensorIterator converts a Python number or a 0-d tensor (of any float dtype) to a
+    float16 / bfloat16 result's dtype before the kernel reads it: x + 2049 adds 2048, 2048 % 2049
+    is 0, xlogy(x, 1.0004) is 0 in float16. mul's and div's second operand and lerp's Scalar
+    weight are read unrounded (`original_scalar_value`); lazyxla read every one unrounded."""
+    x = torch.tensor([2047.0, 3.0, 1000.0, -7.0, 2048.0, 0.5, 1.0, -2048.0, 0.0]).to(dtype)
+    ops = [torch.add, torch.sub, torch.rsub, torch.mul, torch.div, torch.remainder, torch.fmod,
+           lambda a, b: torch.add(a, b, alpha=2), lambda a, b: torch.div(a, b, rounding_mode="floor"),
+           lambda a, b: a.clone().sub_(b), lambda a, b: a.clone().mul_(b)]
+    tensor_ops = [torch.atan2, torch.hypot, torch.logaddexp, torch.logaddexp2]
+    for v in _UNROUNDED:
+        for t in (v, torch.tensor(v), torch.tensor(v, dtype=torch.float32)):
+            for op in ops + (tensor_ops if isinstance(t, torch.Tensor) else []):
+                check(lambda x: op(x, t), x, atol=0, rtol=0)
+            # (eager rounds xlogy's log to the dtype too: within a rounding step, not bit for bit)
+            check(lambda x: torch.xlogy(x, t), x)
+            check(lambda x: x.abs().pow(t), x, atol=0, rtol=0)
+            check(lambda x: torch.lerp(x, torch.zeros_like(x), t), x, atol=0, rtol=0)
+            if isinstance(t, torch.Tensor):  # the 0-d tensor first, on the device
+                for op in (torch.add, torch.sub, torch.mul, torch.div, torch.remainder,
+                           torch.atan2, torch.pow):
+                    check(lambda x, t: op(t, x.abs() + 1), x, t, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("dtype", LOW)
 def test_addr_is_beta_self_plus_alpha_vec1_times_vec2(dtype):
     """Eager's addr kernel: beta * self + (alpha * vec1) * vec2, each operation in the dtype."""
