@@ -20,10 +20,11 @@ from _driver import close, define, main, outcome
 
 D = lazyxla.device()
 DYNAMIC = "--dynamic" in sys.argv
+NEW_SHAPES = "--new-shapes" in sys.argv
 NO_GRAD = "--no-grad" in sys.argv
 INTS = "--ints" in sys.argv
 SHIFT = "--shift" in sys.argv
-FLAGS = ("--dynamic", "--no-grad", "--ints", "--shift")
+FLAGS = ("--dynamic", "--no-grad", "--ints", "--shift", "--new-shapes")
 torch._dynamo.config.cache_size_limit = 1000
 
 STATEMENTS = [
@@ -87,7 +88,7 @@ def run(seed):
     rows, cols = r.randint(2, 3), r.randint(2, 3)
     try:
         for call in range(4):
-            if DYNAMIC and call:
+            if (DYNAMIC or NEW_SHAPES) and call:
                 rows, cols = r.randint(2, 5), r.randint(2, 5)
             g = torch.Generator().manual_seed(seed * 10 + call)
             extra = 3 if SHIFT else 0  # (rows around the inputs, which start at row `call`)
