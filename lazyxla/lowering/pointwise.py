@@ -516,19 +516,17 @@ for _name, _fn in (("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less),
     register(_packet.Tensor, _packet.Scalar)(_compare(_fn))
 
 
-@register(aten.logical_and.default)
-def logical_and(x, y):
-    return (x != 0) & (y != 0)
+def _logical(fn):
+    def low(x, y):
+        # in the promoted dtype, as eager: a 0-d int64 256 against int8 is 0, so False
+        x, y = cast(result_type(x, y), x, y)
+        return fn(x != 0, y != 0)
+    return low
 
 
-@register(aten.logical_or.default)
-def logical_or(x, y):
-    return (x != 0) | (y != 0)
-
-
-@register(aten.logical_xor.default)
-def logical_xor(x, y):
-    return (x != 0) ^ (y != 0)
+register(aten.logical_and.default)(_logical(jnp.logical_and))
+register(aten.logical_or.default)(_logical(jnp.logical_or))
+register(aten.logical_xor.default)(_logical(jnp.logical_xor))
 
 
 def _bitwise(fn):

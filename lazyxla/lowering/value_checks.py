@@ -80,6 +80,8 @@ value_check(aten.new_full.default)(_value_check(aten.new_full.default, sizes=1))
 def _pow(x, exponent):
     if type(exponent) is int and exponent < 0 and not _inexact(x.dtype):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if type(exponent) is int and x.dtype in _INT_LIMITS and _suspect(exponent, x.dtype):
+        torch.empty(0, dtype=x.dtype).pow(exponent)  # eager's overflow error (int8 ** 300)
 
 
 SPARSE_EMBEDDING = ("lazyxla: an embedding with sparse=True has sparse gradients, and lazyxla has "

@@ -300,3 +300,20 @@ def test_a_0d_tensor_fill_value_the_dtype_cannot_hold_raises_at_the_read(value, 
                    (-65504.0, torch.float16)):
         check(lambda x, m, i, v: (x.masked_fill(m, v), x.index_fill(0, i, v)),
               torch.zeros(4, dtype=dt), mask, idx, torch.tensor(ok))
+
+
+def test_integer_ops_with_a_0d_value_the_dtype_cannot_hold_as_eager():
+    """rsub with a bool 0-d tensor raises eager's bool-subtraction error (rsub carries no
+    pointwise tag, so the dtype probe skipped it); an integer tensor to a power its dtype cannot
+    hold raises eager's overflow error on every call (the probe ran once per signature, on the
+    first exponent only); logical ops compare in the promoted dtype (256 against int8 is 0)."""
+    x = torch.tensor([44, -1, 0, 3], dtype=torch.int8)
+    with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+        torch.rsub(x.to(D), torch.tensor(True, device=D))
+    y = torch.tensor([1, 2], dtype=torch.int16)
+    check(lambda y: y.pow(300), y)
+    with pytest.raises(RuntimeError, match="cannot be converted to type int16_t without overflow"):
+        y.to(D).pow(65537)
+    for op in (torch.logical_and, torch.logical_or, torch.logical_xor):
+        for v in (256, 3, 0):
+            check(lambda x, t: (op(x, t), op(t, x)), x, torch.tensor(v))
