@@ -557,3 +557,22 @@ def _segment_reduce(data, reduce, lengths=None, indices=None, offsets=None, axis
             _require(t.dtype, f"_segment_reduce_{name}_cpu_kernel1",
                      lambda dt: dt in (torch.int32, torch.int64))
     _require(data.dtype, "_segment_reduce_cpu", _floating_only)
+
+
+def _tri_indices(name):
+    def fn(row, col, offset=0, *, dtype=None, **kwargs):
+        """eager's kernel takes int32 and int64 only; PyTorch's meta kernel words the error
+        otherwise (a RuntimeError naming 'torch.bool')."""
+        _require(dtype or torch.int64, name, lambda d: d in (torch.int32, torch.int64))
+    return fn
+
+
+check(aten.tril_indices.default)(_tri_indices("tril_indices"))
+check(aten.triu_indices.default)(_tri_indices("triu_indices"))
+
+
+@check(*ops_named("arange"))
+def _arange(*args, dtype=None, **kwargs):
+    """eager's kernel has no bool or complex ranges; the meta kernel and XLA make them."""
+    if dtype is not None:
+        _require(dtype, "arange_cpu", lambda d: d is not torch.bool and not d.is_complex)

@@ -54,7 +54,8 @@ _ONE, _SHAPED = "one element", "shaped"
 # (PyTorch's tags) and these.
 _SAFE = frozenset(("sort", "argsort", "msort", "median", "nanmedian", "mode", "cummax", "cummin",
                    "mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "mv", "dot", "vdot",
-                   "trace", "_softmax", "_log_softmax", "floor_divide", "complex", "polar", "rsub"))
+                   "trace", "_softmax", "_log_softmax", "floor_divide", "complex", "polar", "rsub",
+                   "_addmm_activation", "_weight_norm_interface"))
 # Ops whose kernels need their arguments' shapes to agree (a kernel size, k, a target per row)
 # run on zeros of the call's own shapes, and only for a complex, bool or integer input (their
 # first tensor: an integer target or index is theirs by design), result dtype, or any complex

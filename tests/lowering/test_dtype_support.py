@@ -174,3 +174,24 @@ def test_the_probe_draws_nothing_from_the_cpu_generator_and_warns_nothing():
         (I.to(lazyxla.device()) * 3 + 1).cpu()
         torch.bernoulli(torch.full((3,), 0.5, device=lazyxla.device())).cpu()
     torch.testing.assert_close(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("rsub_bool_tensor", lambda d: torch.rsub(I.to(d), torch.tensor(True, device=d))),
+    ("addmm_activation_bool", lambda d: torch._addmm_activation(B[0].to(d), B.to(d), B.to(d))),
+    ("weight_norm_complex", lambda d: torch._weight_norm(C.to(d), C[:, :1].to(d))),
+    ("weight_norm_int", lambda d: torch._weight_norm(I.to(d), I[:, :1].to(d))),
+    ("arange_bool", lambda d: torch.arange(0, 3, dtype=torch.bool, device=d)),
+    ("arange_complex", lambda d: torch.arange(3, dtype=torch.complex64, device=d)),
+    ("tril_indices_int8", lambda d: torch.tril_indices(3, 3, dtype=torch.int8, device=d)),
+    ("triu_indices_float", lambda d: torch.triu_indices(3, 3, dtype=torch.float32, device=d)),
+])
+def test_ops_without_a_pointwise_tag_reject_dtypes_as_eager(name, fn):
+    """Ops PyTorch tags neither pointwise nor reduction were not probed (rsub.Tensor,
+    _addmm_activation, _weight_norm_interface), and factories took dtypes eager's kernels lack or
+    raised the meta kernel's RuntimeError where eager raises NotImplementedError."""
+    with pytest.raises((RuntimeError, NotImplementedError)) as want:
+        fn("cpu")
+    with pytest.raises(type(want.value)) as got:
+        fn(lazyxla.device())
+    assert str(got.value) == str(want.value)
