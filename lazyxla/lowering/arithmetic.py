@@ -12,7 +12,8 @@ import torch
 from jax import lax
 
 from lazyxla.ir import meta
-from .pointwise import cast, compute, is_bool, is_float, is_int, is_one, narrowed, opmath, out_dtype
+from .pointwise import (cast, compute, in_dtype_of, is_bool, is_float, is_int, is_one, narrowed,
+                        opmath, out_dtype)
 from .registry import aten, check_divisor, register
 
 
@@ -246,7 +247,7 @@ def fmin(x, y, _meta):
 @register(aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self, meta=True)
 def xlogy(x, y, _meta):
     x, y = narrowed(_meta, x, y)
-    r = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
+    r = jnp.where(x == 0, jnp.zeros_like(x), x * in_dtype_of(_meta, jnp.log(y)))
     return jnp.where(y != y, y, r)
 
 

@@ -9,7 +9,7 @@ import jax.scipy.special as jsp
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
-from .pointwise import compute
+from .pointwise import compute, narrowed
 from .registry import HISTC_RANGE, aten, check_values, register
 
 
@@ -57,13 +57,13 @@ def lcm(x, y, _meta):
 
 @register(aten.igamma.default, meta=True)
 def igamma(a, x, _meta):
-    a, x = compute(_meta, a, x)
+    a, x = narrowed(_meta, a, x)
     return jsp.gammainc(a, x)
 
 
 @register(aten.igammac.default, meta=True)
 def igammac(a, x, _meta):
-    a, x = compute(_meta, a, x)
+    a, x = narrowed(_meta, a, x)
     return jsp.gammaincc(a, x)
 
 

@@ -97,6 +97,13 @@ def narrowed(_meta, *xs, exact=()):
     return compute(_meta, *xs)
 
 
+def in_dtype_of(_meta, v):
+    """v rounded to a float16 / bfloat16 result dtype and widened again: an intermediate eager's
+    kernel computes as the dtype (xlogy's and xlog1py's logarithm: `std::log(Half)` is a Half)."""
+    dt = out_dtype(_meta)
+    return v.astype(dt).astype(opmath(dt)) if opmath(dt) != dt else v
+
+
 def _is_weak(x):
     try:
         return bool(jax.core.get_aval(x).weak_type)

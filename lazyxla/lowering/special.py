@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 from jax import lax
 
-from .pointwise import compute
+from .pointwise import compute, in_dtype_of, narrowed
 from .registry import aten, register
 
 
@@ -47,8 +47,9 @@ for _op, _fn in {
 @register(aten.special_xlog1py.default, aten.special_xlog1py.self_scalar,
           aten.special_xlog1py.other_scalar, meta=True)
 def xlog1py(x, y, _meta):
-    x, y = compute(_meta, x, y)
-    return jnp.where(jnp.isnan(y), y, jnp.where(x == 0, jnp.zeros((), x.dtype), x * jnp.log1p(y)))
+    x, y = narrowed(_meta, x, y)
+    r = x * in_dtype_of(_meta, jnp.log1p(y))
+    return jnp.where(jnp.isnan(y), y, jnp.where(x == 0, jnp.zeros((), x.dtype), r))
 
 
 # ---------------------------------------------------------------- orthogonal polynomials
