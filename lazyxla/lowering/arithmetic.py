@@ -159,7 +159,12 @@ def pow_tensor_scalar(x, y, _meta):
         return out
     # PyTorch's CPU kernel takes sqrt/rsqrt for exponents +-0.5: pow(-inf, 0.5) is NaN there.
     x, y = compute(_meta, x, y)
-    return jnp.where(y == 0.5, jnp.sqrt(x), jnp.where(y == -0.5, lax.rsqrt(x), out))
+    out = jnp.where(y == 0.5, jnp.sqrt(x), jnp.where(y == -0.5, lax.rsqrt(x), out))
+    if out_dtype(_meta) == jnp.bfloat16:
+        # its bfloat16 kernel multiplies out 3 and -2 in the dtype: x * x rounded, then * x or 1 /
+        xx = in_dtype_of(_meta, x * x)
+        out = jnp.where(y == 3, xx * x, jnp.where(y == -2, 1 / xx, out))
+    return out
 
 
 def _bool_pow_dtype(out, x, y):

@@ -9,7 +9,7 @@ import jax.scipy.special as jsp
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
-from .pointwise import compute, narrowed
+from .pointwise import compute, in_dtype_of, narrowed
 from .registry import HISTC_RANGE, aten, check_values, register
 
 
@@ -69,10 +69,13 @@ def igammac(a, x, _meta):
 
 @register(aten.mvlgamma.default, meta=True)
 def mvlgamma(x, p, _meta):
+    # PyTorch: sum_{j<p} lgamma(x - j/2) + p(p-1)/4 log(pi) (its domain check runs on the host),
+    # op by op in the dtype: a half dtype rounds the shifted x, each lgamma, the sum and the constant
     x = compute(_meta, x)
-    # PyTorch: sum_{j<p} lgamma(x - j/2) + p(p-1)/4 log(pi) (its domain check runs on the host)
     j = jnp.arange(p, dtype=x.dtype) / 2
-    return jnp.sum(jsp.gammaln(x[..., None] - j), axis=-1) + p * (p - 1) / 4 * math.log(math.pi)
+    terms = in_dtype_of(_meta, jsp.gammaln(in_dtype_of(_meta, x[..., None] - j)))
+    c = in_dtype_of(_meta, jnp.asarray(p * (p - 1) / 4 * math.log(math.pi), x.dtype))
+    return in_dtype_of(_meta, jnp.sum(terms, axis=-1)) + c
 
 
 @register(aten.frexp.Tensor, meta=True)

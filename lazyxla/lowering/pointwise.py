@@ -25,7 +25,7 @@ from jax import lax
 
 from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
-from .exact_arith import Arith, rounder
+from .exact_arith import Arith, round_to, rounder
 from .registry import COMPLEX_VALUE, astype, aten, check_fits, check_values, register
 
 _F32 = np.dtype(np.float32)
@@ -91,9 +91,9 @@ def narrowed(_meta, *xs, exact=()):
     opmath kernels read them. `exact`: positions the kernel reads unrounded (mul's and div's
     second operand: `original_scalar_value`; lerp's Scalar weight)."""
     dt = out_dtype(_meta)
-    if opmath(dt) != dt:
-        xs = [convert(x, dt) if i not in exact and x is not None and not getattr(x, "ndim", 0)
-              else x for i, x in enumerate(xs)]
+    if opmath(dt) != dt:  # (through float32, as c10::Half(float); reduce_precision: see round_to)
+        xs = [round_to(jnp.asarray(x).astype(jnp.float32), dt) if i not in exact and x is not None
+              and not getattr(x, "ndim", 0) else x for i, x in enumerate(xs)]
     return compute(_meta, *xs)
 
 
@@ -101,7 +101,7 @@ def in_dtype_of(_meta, v):
     """v rounded to a float16 / bfloat16 result dtype and widened again: an intermediate eager's
     kernel computes as the dtype (xlogy's and xlog1py's logarithm: `std::log(Half)` is a Half)."""
     dt = out_dtype(_meta)
-    return v.astype(dt).astype(opmath(dt)) if opmath(dt) != dt else v
+    return round_to(v, dt) if opmath(dt) != dt else v  # (reduce_precision: not narrowed by LLVM)
 
 
 def _is_weak(x):

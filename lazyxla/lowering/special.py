@@ -44,6 +44,16 @@ for _op, _fn in {
     _unary(_op, _fn)
 
 
+@register(aten.special_entr.default, meta=True)
+def entr(x, _meta):
+    """-x log x, with the log rounded to a half dtype as eager's kernel has it (PyTorch's reference
+    decomposition computed it in float32)."""
+    x = compute(_meta, x)
+    r = jnp.where(x > 0, -x * in_dtype_of(_meta, jnp.log(jnp.where(x > 0, x, 1))),
+                  jnp.where(x == 0, jnp.zeros((), x.dtype), jnp.full((), -jnp.inf, x.dtype)))
+    return jnp.where(jnp.isnan(x), x, r)
+
+
 @register(aten.special_xlog1py.default, aten.special_xlog1py.self_scalar,
           aten.special_xlog1py.other_scalar, meta=True)
 def xlog1py(x, y, _meta):
