@@ -12,6 +12,7 @@ import torch
 from jax import lax
 
 from lazyxla.ir import meta
+from .exact_arith import Arith
 from .pointwise import (cast, compute, in_dtype_of, is_bool, is_float, is_int, is_one, narrowed,
                         opmath, out_dtype)
 from .registry import aten, check_divisor, register
@@ -55,22 +56,25 @@ def _rem(x, y):
 
 def _trunc_div(x, y):
     check_divisor(x, y)
+    if is_float(x.dtype):  # (divided exactly: XLA's x * (1 / y) for a one-element y moved
+        return jnp.trunc(Arith(x.dtype).div(x, y))  # 63 of 20000 float32 x / 0.3 across 1)
     x, y = jnp.broadcast_arrays(x, y)
-    return lax.div(x, y) if not is_float(x.dtype) else jnp.trunc(x / y)
+    return lax.div(x, y)
 
 
-def _floor_div(x, y):
+def _floor_div(x, y, r=lambda v: v):
+    """r: rounds each step to a half dtype where eager's kernel does (_rounded_quotient)."""
     if is_bool(x.dtype):
         return x & y
     if not is_float(x.dtype):
         check_divisor(x, y)
         x, y = jnp.broadcast_arrays(x, y)
-        q, r = lax.div(x, y), lax.rem(x, y)
-        return q - ((r != 0) & ((r < 0) != (y < 0))).astype(x.dtype)
+        q, rem = lax.div(x, y), lax.rem(x, y)
+        return q - ((rem != 0) & ((rem < 0) != (y < 0))).astype(x.dtype)
     # c10 div_floor_floating: exact quotient from fmod, then floor, corrected to nearest.
-    mod = _rem(x, y)
-    div = (x - mod) / y
-    div = jnp.where((mod != 0) & ((y < 0) != (mod < 0)), div - 1, div)
+    mod = r(_rem(x, y))
+    div = r(r(x - mod) / y)
+    div = jnp.where((mod != 0) & ((y < 0) != (mod < 0)), r(div - 1), div)
     fl = jnp.floor(div)
     fl = jnp.where(div - fl > 0.5, fl + 1, fl)
     fl = jnp.where(div != 0, fl, jnp.copysign(jnp.zeros_like(div), x / y))
@@ -82,16 +86,29 @@ def div(x, y, rounding_mode=None, _meta=None):
     x, y = narrowed(_meta, x, y, exact=(1,))
     if rounding_mode is None:
         return x / y
+    r = _rounded_quotient(_meta, y)
     if rounding_mode == "trunc":
-        return _trunc_div(x, y)
+        return _trunc_div(x, y) if r is None else jnp.trunc(r(x / y))
     if rounding_mode == "floor":
-        return _floor_div(x, y)
+        return _floor_div(x, y) if r is None else _floor_div(x, y, r)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
 
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar, meta=True)
 def floor_divide(x, y, _meta):
-    return _floor_div(*narrowed(_meta, x, y, exact=(1,)))
+    x, y = narrowed(_meta, x, y, exact=(1,))
+    r = _rounded_quotient(_meta, y)
+    return _floor_div(x, y) if r is None else _floor_div(x, y, r)
+
+
+def _rounded_quotient(_meta, y):
+    """How a float16 / bfloat16 floor or trunc division rounds, as eager's kernels: a one-element
+    divisor (TensorIterator's is_scalar) is read unrounded and the quotient computed in float32;
+    any other goes through the dtype's arithmetic, each step rounded (trunc(x / y) of the rounded
+    quotient: 2320 of 20000 bfloat16 floor quotients and 3911 trunc ones differed). None where
+    nothing rounds."""
+    dt = out_dtype(_meta)
+    return None if opmath(dt) == dt or jnp.size(y) == 1 else (lambda v: in_dtype_of(_meta, v))
 
 
 @register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor, meta=True)

@@ -519,3 +519,15 @@ def test_where_takes_a_uint8_condition_as_eager_does():
     with pytest.warns(UserWarning, match="uint8 condition"):
         got = torch.where(cond.to(D), a.to(D), b.to(D)).cpu()
     torch.testing.assert_close(got, torch.where(cond, a, b))
+
+
+def test_trunc_division_by_a_scalar_divides_exactly():
+    """XLA turns x / 0.3 into x * (1 / 0.3): 63 of 20000 float32 quotients crossed an integer
+    and truncated one off (0.9 / 0.3). A rounding decides the result here, so lazyxla divides."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.cat([torch.arange(1000) * 0.3, torch.randn(3000, generator=g) * 30])
+    for dt in (torch.float32, torch.float64, torch.bfloat16):
+        x = a.to(dt)
+        check(lambda x: (torch.div(x, 0.3, rounding_mode="trunc"),
+                         torch.div(x, torch.tensor([0.3], dtype=dt, device=x.device), rounding_mode="trunc")),
+              x, atol=0, rtol=0)
