@@ -19,27 +19,28 @@ from .registry import aten, check_divisor, register
 
 
 def _in_dtype(_meta, s):
-    """A Scalar the CPU kernel converts to the result dtype (`alpha.to<scalar_t>()`) before it
-    computes in opmath: for float16 / bfloat16, add's alpha 1.7 is 1.703125, as in eager."""
+    """A Scalar the CPU kernel converts to the result dtype (`exponent.to<scalar_t>()`) before
+    it computes in opmath: for float16 / bfloat16, pow's exponent 1.7 is 1.703125, as in eager
+    (narrowed's rounding; add's and sub's alpha are 0-d operands narrowed rounds too)."""
     dt = out_dtype(_meta)
-    return cast(dt, s) if opmath(dt) != dt and not is_one(s) else s
+    return narrowed(_meta, s) if opmath(dt) != dt and not is_one(s) else s
 
 
 @register(aten.add.Tensor, aten.add.Scalar, meta=True)
 def add(x, y, alpha=1, _meta=None):
-    x, y, alpha = narrowed(_meta, x, y, _in_dtype(_meta, alpha))
+    x, y, alpha = narrowed(_meta, x, y, alpha)
     return x + y * alpha
 
 
 @register(aten.sub.Tensor, aten.sub.Scalar, meta=True)
 def sub(x, y, alpha=1, _meta=None):
-    x, y, alpha = narrowed(_meta, x, y, _in_dtype(_meta, alpha))
+    x, y, alpha = narrowed(_meta, x, y, alpha)
     return x - y * alpha
 
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar, meta=True)
 def rsub(x, y, alpha=1, _meta=None):
-    x, y, alpha = narrowed(_meta, x, y, _in_dtype(_meta, alpha))
+    x, y, alpha = narrowed(_meta, x, y, alpha)
     return y - x * alpha
 
 
