@@ -94,8 +94,9 @@ def renorm(x, p, dim, maxnorm, _meta):
     norms = jnp.where(jnp.isinf(p), jnp.max(jnp.abs(x), axis=axes, keepdims=True),
                       jnp.sum(jnp.abs(x) ** p, axis=axes, keepdims=True) ** (1 / p))
     maxnorm = jnp.asarray(maxnorm, x.dtype)
-    # PyTorch's CPU kernel: scale = maxnorm / (norm + 1e-7) where norm > maxnorm
-    scale = jnp.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+    # PyTorch's CPU kernel: scale = maxnorm / (norm + 1e-7) where norm > maxnorm, stored in the
+    # input's dtype (a float16 / bfloat16 factor) before x is multiplied by it
+    scale = in_dtype_of(_meta, jnp.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0))
     return x * scale
 
 
