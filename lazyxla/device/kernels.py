@@ -19,7 +19,14 @@ aten = torch.ops.aten
 _libs = []
 
 
+# Composite ops that keep their own autograd formula (derivatives.yaml) under a backend kernel:
+# registered, so the lowering replaces PyTorch's op-by-op composite (each step rounded)
+_COMPOSITES_WITH_FORMULA = {aten.silu_backward.default, aten.mish_backward.default}
+
+
 def _is_composite_implicit(op) -> bool:
+    if op in _COMPOSITES_WITH_FORMULA:
+        return False
     try:
         return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
     except RuntimeError:  # an overload the dispatcher does not know by this name (hacked_twin)

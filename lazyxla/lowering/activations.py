@@ -81,6 +81,23 @@ def silu(x, _meta):
     return x / (1 + jnp.exp(-x))
 
 
+# silu_backward and mish_backward: PyTorch's CompositeImplicitAutograd kernels compute them op by
+# op in the dtype (each float16 / bfloat16 step rounded); eager's CPU kernels in float32, once
+@register(aten.silu_backward.default, meta=True)
+def silu_backward(grad, x, _meta):
+    grad, x = compute(_meta, grad, x)
+    sigmoid = 1 / (1 + jnp.exp(-x))
+    return grad * sigmoid * (1 + x * (1 - sigmoid))
+
+
+@register(aten.mish_backward.default, meta=True)
+def mish_backward(grad, x, _meta):
+    grad, x = compute(_meta, grad, x)
+    sigmoid = 1 / (1 + jnp.exp(-x))
+    tanh_softplus = jnp.tanh(_softplus1(x))
+    return grad * (tanh_softplus + x * sigmoid * (1 - tanh_softplus * tanh_softplus))
+
+
 @register(aten.sigmoid_backward.default, meta=True)
 def sigmoid_backward(grad, out, _meta):
     grad, out = compute(_meta, grad, out)

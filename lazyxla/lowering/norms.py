@@ -6,6 +6,8 @@ updates the running statistics without declaring it: it gets a direct kernel her
 functional ops and copies the results."""
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import ml_dtypes
 import torch
@@ -160,6 +162,12 @@ def _ln(x, shape, w, b, eps):
 @register(aten.native_layer_norm.default)
 def native_layer_norm(x, normalized_shape, w, b, eps):
     out, mean, rstd = _ln(x, normalized_shape, w, b, eps)
+    if x.dtype in (jnp.float16, jnp.bfloat16) and all(p is None or p.dtype == x.dtype for p in (w, b)):
+        # eager's CPU kernel stores mean and rstd in the input's dtype (float32 where the weight or
+        # bias is float32), which its backward reads: rounded here too, kept float32 as
+        # PyTorch's meta kernel (and CUDA) give them
+        rnd = rounder(x.dtype)
+        mean, rstd = rnd(mean), rnd(rstd)
     return out.astype(x.dtype), mean, rstd
 
 
@@ -179,9 +187,17 @@ def native_layer_norm_backward(g, x, normalized_shape, mean, rstd, w, b, output_
     nd = len(normalized_shape)
     axes = tuple(range(x.ndim - nd, x.ndim))
     lead = tuple(range(x.ndim - nd))
-    ga = _acc(g)
-    xhat = (_acc(x) - mean) * rstd
-    gi = _norm_input_grad(ga, xhat, rstd, w, axes) if output_mask[0] else None
+    ga, xa = _acc(g), _acc(x)
+    xhat = (xa - mean) * rstd
+    gi = None
+    if output_mask[0]:  # eager's kernel: rstd * dy * w + b * x + c, per row
+        gw_ = ga * w if w is not None else ga
+        scale = 1 / math.prod(normalized_shape) if normalized_shape else 1.0
+        ds = jnp.sum(gw_ * xa, axis=axes, keepdims=True)
+        db = jnp.sum(gw_, axis=axes, keepdims=True)
+        b_ = (db * mean - ds) * rstd * rstd * rstd * scale
+        a = rstd * ga * w if w is not None else rstd * ga  # ((rstd * dy) * w, as eager)
+        gi = a + b_ * xa + (-b_ * mean - db * rstd * scale)
     gw = jnp.sum(ga * xhat, axis=lead) if output_mask[1] and w is not None else None
     gb = jnp.sum(ga, axis=lead) if output_mask[2] and b is not None else None
     return gi, gw, gb

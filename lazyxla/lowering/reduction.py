@@ -14,6 +14,7 @@ from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from .arithmetic import log_add_exp_complex
+from .exact_arith import rounder
 from .registry import aten, register
 
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
@@ -313,7 +314,17 @@ def logsumexp(x, dim, keepdim=False, _meta=None):
     m = _max(jnp.real(x), axes)
     m = jnp.where(jnp.isinf(m), jnp.zeros((), m.dtype), m)
     mk = jnp.expand_dims(m, axes)
-    return (jnp.log(jnp.sum(jnp.exp(x - mk), axis=axes)) + m).reshape(shape)
+    # eager's composite runs each step as an op of the dtype: a float16 / bfloat16 one rounds
+    # x - max, its exp, the (float32-accumulated) sum, its log and the final add
+    r = _rounder_of(_meta)
+    return r(r(jnp.log(r(jnp.sum(r(jnp.exp(r(x - mk))), axis=axes)))) + m).reshape(shape)
+
+
+def _rounder_of(_meta):
+    """Rounds to a float16 / bfloat16 output dtype (float32 values stay float32); identity for
+    any other."""
+    dtype = np.dtype(_out(_meta)[1])
+    return rounder(dtype) if dtype in _LOW_FLOATS else (lambda v: v)
 
 
 # ---------------------------------------------------------------------------------------- softmax
