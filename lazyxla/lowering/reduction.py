@@ -348,11 +348,15 @@ def softmax(x, dim, half_to_float=False, _meta=None):
 
 @register(aten._log_softmax.default, meta=True)
 def log_softmax(x, dim, half_to_float=False, _meta=None):
+    last = x.ndim > 0 and dim % x.ndim == x.ndim - 1
     x, d, shape = _sm_prep(x, dim, _meta)
     if x.size == 0:
         return x.reshape(shape)
     s = x - jnp.max(x, axis=d, keepdims=True)
-    return (s - jnp.log(jnp.sum(jnp.exp(s), axis=d, keepdims=True))).reshape(shape)
+    # eager's kernel over the last dim keeps the sum of exps and its log in the dtype (float16 /
+    # bfloat16: each rounded); over any other dim, float32 throughout
+    r = _rounder_of(_meta) if last else (lambda v: v)
+    return (s - r(jnp.log(r(jnp.sum(jnp.exp(s), axis=d, keepdims=True))))).reshape(shape)
 
 
 @register(aten._softmax_backward_data.default, meta=True)
