@@ -15,7 +15,8 @@ from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from . import linalg
-from .pointwise import compute
+from .exact_arith import rounder
+from .pointwise import compute, out_dtype
 from .registry import aten, register
 
 _SQRT1_2 = 1 / math.sqrt(2)
@@ -103,6 +104,9 @@ def sigmoid_backward(grad, out, _meta):
     grad, out = compute(_meta, grad, out)
     if jnp.iscomplexobj(out):  # eager: grad * conj((1 - out) * out)
         return grad * jnp.conj((1 - out) * out)
+    if out_dtype(_meta) == jnp.float16:  # eager's kernel: Vectorized<Half>, each op rounded
+        r = rounder(jnp.float16)
+        return r(r(grad * r(1 - out)) * out)
     return grad * (1 - out) * out
 
 

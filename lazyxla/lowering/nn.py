@@ -41,8 +41,9 @@ def _vjp(fwd, primals, cotangent, mask):
         for i, x in zip(idx, xs):
             full[i] = x
         return fwd(*full)
-    _, pull = jax.vjp(f, *[primals[i] for i in idx])
-    gs = pull(cotangent.astype(jnp.result_type(*[primals[i] for i in idx])) if cotangent is not None else None)
+    value, pull = jax.vjp(f, *[primals[i] for i in idx])
+    # (the cotangent in the dtype fwd computes in: a float16 batch norm's is float32, opmath)
+    gs = pull(cotangent.astype(value.dtype) if cotangent is not None else None)
     out = [None] * len(primals)
     for i, g in zip(idx, gs):
         out[i] = g

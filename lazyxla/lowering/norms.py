@@ -102,19 +102,31 @@ def native_batch_norm_no_training(x, w, b, rm, rv, momentum, eps, _meta):
 
 @register(aten.native_batch_norm_backward.default)
 def native_batch_norm_backward(g, x, w, rm, rv, save_mean, save_invstd, train, eps, output_mask):
-    if w is None:
-        w_ = jnp.ones((x.shape[1],), x.dtype)
-    else:
-        w_ = w
+    """eager's CPU kernel, in float32 (opmath) from the saved statistics (a float16 / bfloat16
+    batch's are rounded to its dtype): dx = (dy - mean(dy) - (x - mean) * k) * invstd * w with
+    k = sum(dy * (x - mean)) * invstd^2 / n in training; dy * invstd * w in evaluation."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.size // x.shape[1] if x.size else 0
+    ga, xa = _acc(g), _acc(x)
     if train:
-        low = _bn_low(x, w, rm, rv)
-        fwd = lambda a, ww: _bn_train(a, ww, None, eps, low)[0]  # noqa: E731
+        mean, invstd = _acc(save_mean), _acc(save_invstd)
     else:
-        fwd = lambda a, ww: _bn_eval(a, ww, None, rm, rv, eps)  # noqa: E731
-    gi, gw = _vjp(fwd, [x, w_], g, [output_mask[0], output_mask[1] and w is not None])
-    gb = jnp.sum(_acc(g), axis=(0,) + tuple(range(2, g.ndim))) if output_mask[2] else None
-    if output_mask[1] and gw is None:
-        gw = jnp.zeros((x.shape[1],), x.dtype)
+        mean, invstd = _acc(rm), 1 / jnp.sqrt(_acc(rv) + eps)
+    mean_b, invstd_b = _bshape(mean, x.ndim), _bshape(invstd, x.ndim)
+    dotp = jnp.sum((xa - mean_b) * ga, axis=axes)
+    total = jnp.sum(ga, axis=axes)
+    gi = None
+    if output_mask[0]:
+        scale = invstd_b * _bshape(_acc(w), x.ndim) if w is not None else invstd_b
+        if train:
+            k = _bshape(dotp * invstd * invstd / max(n, 1), x.ndim)
+            gi = (ga - _bshape(total / max(n, 1), x.ndim) - (xa - mean_b) * k) * scale
+        else:
+            gi = ga * scale
+    gw = None
+    if output_mask[1]:
+        gw = dotp * invstd if w is not None else jnp.zeros((x.shape[1],), x.dtype)
+    gb = total if output_mask[2] else None
     return gi, gw, gb
 
 
@@ -131,8 +143,12 @@ def _batch_norm_kernel(x, w, b, rm, rv, training, momentum, eps):
         return aten._native_batch_norm_legit.no_stats(x, w, b, training, momentum, eps)
     out, mean, invstd = aten._native_batch_norm_legit_no_training(x, w, b, rm, rv, momentum, eps)
     # In evaluation PyTorch's CPU kernel saves no statistics: empty (0,) tensors (the meta
-    # kernels report (C,)).
-    return (out, mean.new_empty((0,)), invstd.new_empty((0,)))
+    # kernels report (C,)) of the parameters' dtype (float32 where a half input meets float32
+    # ones), which its backward checks
+    params = [p for p in (w, b, rm, rv) if p is not None]
+    mixed = x.dtype in (torch.float16, torch.bfloat16) and any(p.dtype == torch.float32 for p in params)
+    empty = lambda: mean.new_empty((0,), dtype=torch.float32 if mixed else x.dtype)  # noqa: E731
+    return (out, empty(), empty())
 
 
 def _batch_norm_legit_kernel(x, w, b, rm, rv, training, momentum, eps):

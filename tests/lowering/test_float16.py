@@ -99,6 +99,27 @@ def test_batch_norm_training_normalises_with_rounded_statistics(dtype):
     check(f, x, w, b, rm, rv)
 
 
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_batch_norm_gradients_follow_eagers_kernel(dtype, training):
+    """The backward is eager's kernel in float32 from the saved (rounded) statistics. A half
+    batch norm's backward raised before: in training a JAX type error (its cotangent was fed in
+    the dtype, the float32 forward's expected float32), in evaluation eager's own dtype check
+    (the empty saved statistics were float32, eager's are the parameters' dtype)."""
+    x, g = R(4, 8, 16, dtype=dtype) + 1, R(4, 8, 16, dtype=dtype)
+    w, b = R(8, dtype=dtype), R(8, dtype=dtype)
+    rm, rv = R(8, dtype=dtype), R(8, dtype=dtype).abs() + 0.5
+
+    def grads(x, g, w, b, rm, rv):
+        x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
+        y = F.batch_norm(x, rm.clone(), rv.clone(), w, b, training=training)
+        return torch.autograd.grad(y, (x, w, b), g)
+    check(grads, x, g, w, b, rm, rv, atol=0, rtol=0)
+    check(lambda x, g: grads(x, g, torch.ones(8, dtype=dtype, device=x.device),
+                             torch.zeros(8, dtype=dtype, device=x.device), rm.to(x.device),
+                             rv.to(x.device))[0], x, g, atol=0, rtol=0)
+
+
 def test_batch_norm_with_float32_parameters_keeps_float32_statistics():
     x = R(4, 3, 6) + 1
     check(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x,
