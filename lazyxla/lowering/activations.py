@@ -120,11 +120,16 @@ def tanh_backward(grad, out, _meta):
 
 @register(aten.logit_backward.default, meta=True)
 def logit_backward(grad, x, eps=None, _meta=None):
+    dt = out_dtype(_meta)
     grad, x = compute(_meta, grad, x)
+    # float16 / bfloat16: eager's kernel runs on Vectorized<Half / BFloat16>, each op rounded
+    r = rounder(dt) if dt in (jnp.float16, jnp.bfloat16) else (lambda v: v)  # noqa: E731
+    quotient = r(grad / r(x * r(1 - x)))
     if eps is None or eps < 0:
-        r = jnp.where((x == 0) | (x == 1), grad * jnp.inf, grad / (x * (1 - x)))
-        return jnp.where((x < 0) | (x > 1), jnp.nan, r)
-    return jnp.where((x < eps) | (x > 1 - eps), jnp.zeros_like(x), grad / (x * (1 - x)))
+        q = jnp.where((x == 0) | (x == 1), grad * jnp.inf, quotient)
+        return jnp.where((x < 0) | (x > 1), jnp.nan, q)
+    lo = r(jnp.float32(eps)) if dt in (jnp.float16, jnp.bfloat16) else eps
+    return jnp.where((x < lo) | (x > r(1 - lo)), jnp.zeros_like(x), quotient)
 
 
 @register(aten.threshold.default, meta=True)
@@ -250,10 +255,13 @@ def glu(x, dim=-1, _meta=None):
 
 @register(aten.glu_backward.default, meta=True)
 def glu_backward(grad, x, dim, _meta):
+    dt = out_dtype(_meta)
     grad, x = compute(_meta, grad, x)
     a, b = jnp.split(x, 2, axis=dim)
-    s = _sigmoid(b)
-    return jnp.concatenate([grad * s, grad * a * s * (1 - s)], axis=dim)
+    # eager's kernel: sigmoid(b) stored in the dtype (a float16 / bfloat16 one rounded), then
+    # (1 - s) * s * a * grad in float32 and s * grad, each rounded once
+    s = rounder(dt)(_sigmoid(b)) if dt in (jnp.float16, jnp.bfloat16) else _sigmoid(b)
+    return jnp.concatenate([s * grad, (1 - s) * s * a * grad], axis=dim)
 
 
 @register(aten.hardshrink.default, meta=True)
