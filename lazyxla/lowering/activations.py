@@ -240,8 +240,11 @@ def log_sigmoid_forward(x, _meta):
 
 @register(aten.log_sigmoid_backward.default, meta=True)
 def log_sigmoid_backward(grad, x, buffer, _meta):
+    dt = out_dtype(_meta)
     grad, x = compute(_meta, grad, x)
-    z = jnp.exp(-jnp.abs(x))  # what the forward's buffer holds (recomputed: it may be empty)
+    z = jnp.exp(-jnp.abs(x))  # what the forward's buffer holds (recomputed: it may be empty),
+    if dt in (jnp.float16, jnp.bfloat16):  # in the dtype
+        z = rounder(dt)(z)
     neg = x < 0
     return grad * (jnp.where(neg, 1.0, 0.0).astype(x.dtype) - jnp.where(neg, 1.0, -1.0).astype(x.dtype) * (z / (1 + z)))
 

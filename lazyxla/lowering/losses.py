@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from lazyxla.ir import meta
-from .exact_arith import rounder
+from .exact_arith import Arith, rounder
 from .registry import BCE_INPUT, TARGET_RANGE, aten, check_index, check_values, register
 
 
@@ -186,11 +187,18 @@ def binary_cross_entropy(x, y, weight=None, reduction=1):
 
 @register(aten.binary_cross_entropy_backward.default)
 def binary_cross_entropy_backward(g, x, y, weight=None, reduction=1):
+    # eager's kernel: grad * (x - y) / max((1 - x) * x, EPSILON) in the dtype (a float16 /
+    # bfloat16 one rounds every op; its EPSILON 1e-12 is the dtype's), then * weight, / numel
+    r = _low(x) or (lambda v: v)  # noqa: E731
     xa, ya = _acc(x), _acc(y)
-    gi = (xa - ya) / jnp.maximum((1 - xa) * xa, 1e-12)
+    eps = r(jnp.float32(1e-12)) if _low(x) else jnp.asarray(np.float32(1e-12)).astype(xa.dtype)  # (a float)
+    gi = r(r(jnp.broadcast_to(_acc(g), xa.shape) * r(xa - ya)) / jnp.maximum(r(r(1 - xa) * xa), eps))
     if weight is not None:
-        gi = gi * weight
-    return gi * _grad_scale(g, xa, reduction)
+        gi = r(gi * _acc(weight))
+    if reduction != 1:
+        return gi
+    # (the barrier: XLA would fold (a / b) / n into a / (b * n), which rounds otherwise)
+    return r(Arith(gi.dtype).div(jax.lax.optimization_barrier(gi), jnp.asarray(x.size, gi.dtype)))
 
 
 def _bce_logits(x, y, weight, pos_weight):

@@ -140,3 +140,20 @@ def test_multilabel_margin_loss(red):
     check(lambda a, b: F.multilabel_margin_loss(a, b, reduction=red), x, t)
     _grad_native(lambda a, b: F.multilabel_margin_loss(a, b, reduction=red), x, t)
     check(lambda a, b: F.multilabel_margin_loss(a, b, reduction=red), R(5), t[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduction", [0, 1, 2], ids=["none", "mean", "sum"])
+def test_binary_cross_entropy_backward_is_eagers_kernel_bit_for_bit(dtype, reduction):
+    """grad * (x - y) / max((1 - x) * x, EPSILON) in the dtype (a float16 / bfloat16 one rounds
+    every op; EPSILON is the float 1e-12), then * weight and / numel: lazyxla's other order gave
+    about 40% of the elements an ulp or more off in every dtype, and a mean's (a / b) / n was
+    folded by XLA into a / (b * n)."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(1000, generator=g) * 0.98 + 0.01).to(dtype)
+    x[:3] = torch.tensor([0.0, 1.0, 0.5])
+    y, w = torch.rand(1000, generator=g).to(dtype), torch.rand(1000, generator=g).to(dtype)
+    gy = (torch.randn(1000 if reduction == 0 else (), generator=g) * 3).to(dtype)
+    check(lambda gy, x, y, w: (torch.ops.aten.binary_cross_entropy_backward(gy, x, y, None, reduction),
+                               torch.ops.aten.binary_cross_entropy_backward(gy, x, y, w, reduction)),
+          gy, x, y, w, atol=0, rtol=0)
