@@ -284,8 +284,12 @@ def _check_empty_inputs(op, args, kwargs) -> None:
     tensors = [a for a in _flat(args, kwargs) if isinstance(a, torch.Tensor)]
     if any(t.numel() > _SMALL for t in tensors):
         return
-    outs = _out_names(op)  # an empty out= tensor is only resized: not an empty input
-    inputs = [a for a in _flat(args, {k: v for k, v in kwargs.items() if k not in outs})
+    # an empty out= tensor is only resized, and an empty cuDNN `reserve` (batch_norm_backward's)
+    # is always empty: neither is an empty input
+    skip = _out_names(op) | {"reserve"}
+    named = _arg_names(op)
+    inputs = [a for a in _flat([a for i, a in enumerate(args) if i >= len(named) or named[i] not in skip],
+                               {k: v for k, v in kwargs.items() if k not in skip})
               if isinstance(a, torch.Tensor)]
     if not any(t.numel() == 0 for t in inputs):
         return
@@ -304,6 +308,13 @@ def _out_names(op) -> frozenset:
         return frozenset(a.name for a in op._schema.arguments if a.is_out)
     except AttributeError:  # not an OpOverload
         return frozenset()
+
+
+def _arg_names(op) -> tuple:
+    try:
+        return tuple(a.name for a in op._schema.arguments)
+    except AttributeError:
+        return ()
 
 
 def _flat(args, kwargs):

@@ -120,6 +120,21 @@ def test_batch_norm_gradients_follow_eagers_kernel(dtype, training):
                              rv.to(x.device))[0], x, g, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", LOW)
+def test_batch_norm_with_update_backward_takes_its_empty_reserve(dtype):
+    """batch_norm_backward's cuDNN `reserve` is always empty: lazyxla took it for an empty input
+    and ran eager's CPU kernel on stand-ins, which refused the float32 saved statistics beside
+    half running stats (a RuntimeError on every half backward of _batch_norm_with_update)."""
+    x, g = R(4, 3, 5, dtype=dtype) + 1, R(4, 3, 5, dtype=dtype)
+    w, rm, rv = R(3, dtype=dtype), R(3, dtype=dtype), R(3, dtype=dtype).abs() + 0.5
+
+    def grads(x, g, w, rm, rv):
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        out = torch.ops.aten._batch_norm_with_update(x, w, None, rm.clone(), rv.clone(), 0.1, 1e-5)
+        return torch.autograd.grad(out[0], (x, w), g)
+    check(grads, x, g, w, rm, rv, atol=0, rtol=0)
+
+
 def test_batch_norm_with_float32_parameters_keeps_float32_statistics():
     x = R(4, 3, 6) + 1
     check(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x,
