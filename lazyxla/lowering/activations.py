@@ -10,12 +10,13 @@ import functools
 import math
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from . import linalg
-from .exact_arith import rounder
+from .exact_arith import Arith, rounder
 from .pointwise import compute, out_dtype
 from .registry import aten, register
 
@@ -199,28 +200,36 @@ def softplus_backward(grad, x, beta, threshold, _meta):
     return jnp.where(x * beta > threshold, grad, grad * z / (z + 1))
 
 
+def _divided(v, c):
+    """v / c divided, as eager's kernels divide by their constants: XLA would multiply by the
+    rounded reciprocal instead (an ulp off on a quarter of float32 hardswish's elements)."""
+    return Arith(v.dtype).div(v, jnp.asarray(c, v.dtype))
+
+
 @register(aten.hardsigmoid.default, meta=True)
 def hardsigmoid(x, _meta):
     x = compute(_meta, x)
-    return jnp.minimum(jnp.maximum(x + 3, 0), 6) / 6
+    return _divided(jnp.minimum(jnp.maximum(x + 3, 0), 6), 6)
 
 
 @register(aten.hardsigmoid_backward.default, meta=True)
 def hardsigmoid_backward(grad, x, _meta):
     grad, x = compute(_meta, grad, x)
-    return jnp.where((x > -3) & (x < 3), grad / 6, jnp.zeros_like(grad))
+    # eager multiplies by `scalar_t one_sixth(1.0f / 6.0f)`: the float's value, in float64 too
+    sixth = jnp.asarray(np.float32(1.0) / np.float32(6.0)).astype(grad.dtype)
+    return jnp.where((x > -3) & (x < 3), grad * sixth, jnp.zeros_like(grad))
 
 
 @register(aten.hardswish.default, meta=True)
 def hardswish(x, _meta):
     x = compute(_meta, x)
-    return x * jnp.minimum(jnp.maximum(x + 3, 0), 6) / 6
+    return _divided(x * jnp.minimum(jnp.maximum(x + 3, 0), 6), 6)
 
 
 @register(aten.hardswish_backward.default, meta=True)
 def hardswish_backward(grad, x, _meta):
     grad, x = compute(_meta, grad, x)
-    return jnp.where(x <= -3, jnp.zeros_like(grad), jnp.where(x < 3, grad * (x / 3 + 0.5), grad))
+    return jnp.where(x <= -3, jnp.zeros_like(grad), jnp.where(x < 3, grad * (_divided(x, 3) + 0.5), grad))
 
 
 @register(aten.mish.default, meta=True)
