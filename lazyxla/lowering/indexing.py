@@ -236,9 +236,16 @@ def _scatter(x, dim, index, src, how):
         src = src.reshape((1,) * (x.ndim - src.ndim) + src.shape) if src.ndim < x.ndim else src
         src = src[tuple(slice(0, s) for s in index.shape)]
     src = src.astype(x.dtype)
+    low = x.dtype if how in ("add", "multiply") and x.dtype in _HALF else None
+    if low is not None:  # eager's CPU scatter sums / multiplies a half dtype in float32, rounds once
+        x, src = x.astype(jnp.float32), src.astype(jnp.float32)
     ref = x.at[_coords(index, dim, x.shape[dim])]
     out = _update(ref, how, src)
+    out = out.astype(low) if low is not None else out
     return out.reshape(()) if squeeze else out
+
+
+_HALF = (jnp.float16, jnp.bfloat16)
 
 
 _REDUCE = {"add": "add", "sum": "add", "multiply": "multiply", "prod": "multiply",
@@ -300,9 +307,14 @@ def index_add(x, dim, index, source, alpha=1):
         alpha = jnp.asarray(alpha).astype(x.dtype)
     if x.ndim == 0:
         return x + (source * alpha).reshape(()).astype(x.dtype)
-    src = source if (isinstance(alpha, int) and alpha == 1) else source * alpha
+    unit = isinstance(alpha, int) and alpha == 1
+    src = source if unit else source * alpha
     src = src.reshape(src.shape[:dim] + (index.size,) + src.shape[dim + 1:]) if src.ndim == x.ndim \
         else src.reshape(x.shape[:dim] + (index.size,) + x.shape[dim + 1:])
+    if unit and x.ndim > 1 and x.dtype in _HALF:
+        # eager adds a half dtype through scatter_add there (float32, rounded once); with an
+        # alpha, or in one dim, slice by slice in the dtype
+        return _update(x.astype(jnp.float32).at[idx], "add", src.astype(jnp.float32)).astype(x.dtype)
     return _update(x.at[idx], "add", src.astype(x.dtype))
 
 

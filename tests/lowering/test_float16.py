@@ -495,3 +495,23 @@ def test_float16_gradients_through_rounded_partial_sums_near_zero():
         x = x.detach().requires_grad_()
         return torch.autograd.grad(F.adaptive_avg_pool3d(x, (5, 7, 4)), x, g)[0]
     check(grad, x, g, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_scatter_sums_and_products_accumulate_in_float32(dtype):
+    """eager's CPU scatter kernels (scatter_add, scatter(reduce=), scatter_reduce sum / prod /
+    mean, and index_add without an alpha above one dim) add or multiply a half dtype in float32
+    and round once: lazyxla added in the dtype (57 of 128 float16 elements differed, 13 beyond
+    tolerance). index_add with an alpha, or of one dim, goes slice by slice in the dtype, as
+    does index_put with accumulate."""
+    g = torch.Generator().manual_seed(0)
+    x, base = (torch.randn(32, 16, generator=g) * 2).to(dtype), torch.randn(8, 16, generator=g).to(dtype)
+    idx = torch.arange(32) % 8
+    check(lambda b, x, i, i2: (b.scatter_add(0, i2, x), b.scatter(0, i2, x, reduce="add"),
+                               b.scatter_add(1, i2[:8] % 16, x[:8]),
+                               b.scatter_reduce(0, i2, x, "sum", include_self=False),
+                               b.scatter_reduce(0, i2, x, "mean"),
+                               b.scatter_reduce(0, i2, x * 0.1 + 1, "prod"), b.index_add(0, i, x),
+                               b.index_add(0, i, x, alpha=0.3), b[:, 0].index_add(0, i, x[:, 0]),
+                               b.index_put((i,), x, accumulate=True)),
+          base, x, idx, idx[:, None].expand(32, 16).contiguous(), atol=0, rtol=0)
