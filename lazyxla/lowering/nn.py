@@ -19,7 +19,7 @@ from jax import lax
 from lazyxla.ir import meta
 
 from . import conv3d, conv_grad
-from .exact_arith import rounder
+from .exact_arith import Arith, rounder
 from .registry import aten, check_index, register
 from .unpool import pool_grad
 
@@ -389,7 +389,38 @@ def adaptive_avg_pool3d(x, output_size):
 
 @register(aten._adaptive_avg_pool2d_backward.default)
 def adaptive_avg_pool2d_backward(g, x):
+    if x.size and g.size and jnp.issubdtype(x.dtype, jnp.floating):
+        return _adaptive_avg2d_backward(g, x)
     return _vjp(lambda a: _adaptive_avg(a, g.shape[-2:], 2), [x], g, [True])[0]
+
+
+def _adaptive_avg2d_backward(g, x):
+    """eager's CPU kernel: each output's grad / kh / kw (a float16 / bfloat16 one rounding each
+    division) added into its window's input gradient in the dtype, output after output in
+    row-major order: every input element sums its windows in (oh, ow) order."""
+    low = x.dtype in (jnp.float16, jnp.bfloat16)
+    rnd, cd = (rounder(x.dtype), jnp.float32) if low else ((lambda v: v), x.dtype)
+    (ih, iw), (oh, ow) = x.shape[-2:], g.shape[-2:]
+    (sh, eh), (sw, ew) = _adaptive_bounds(ih, oh), _adaptive_bounds(iw, ow)
+    div = Arith(cd).div  # (a division: XLA would multiply by a rounded reciprocal)
+    # (the barrier: XLA would fold (g / kh) / kw into g / (kh * kw), which rounds otherwise)
+    per_row = lax.optimization_barrier(rnd(div(g.astype(cd), (eh - sh)[:, None].astype(cd))))
+    delta = rnd(div(per_row, (ew - sw)[None, :].astype(cd)))
+
+    def covering(s, e, n):  # the windows over each input index, ascending, padded with -1
+        i = np.arange(n)
+        lo, hi = np.searchsorted(e, i, side="right"), np.searchsorted(s, i, side="right")
+        o = lo[:, None] + np.arange(max(int(np.max(hi - lo)), 1))[None, :]
+        return np.where(o < hi[:, None], o, -1)
+    ch, cw = covering(sh, eh, ih), covering(sw, ew, iw)
+    acc = jnp.zeros(x.shape, cd)
+    for a in range(ch.shape[1]):
+        rows = jnp.take(delta, np.maximum(ch[:, a], 0), axis=-2)
+        for b in range(cw.shape[1]):
+            d = jnp.take(rows, np.maximum(cw[:, b], 0), axis=-1)
+            ok = (ch[:, a] >= 0)[:, None] & (cw[:, b] >= 0)[None, :]
+            acc = jnp.where(ok, rnd(acc + d), acc)
+    return acc.astype(x.dtype)
 
 
 @register(aten._adaptive_avg_pool3d_backward.default)

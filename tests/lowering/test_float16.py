@@ -515,3 +515,19 @@ def test_scatter_sums_and_products_accumulate_in_float32(dtype):
                                b.index_add(0, i, x, alpha=0.3), b[:, 0].index_add(0, i, x[:, 0]),
                                b.index_put((i,), x, accumulate=True)),
           base, x, idx, idx[:, None].expand(32, 16).contiguous(), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_adaptive_avg_pool2d_backward_is_eagers_loop(dtype):
+    """eager's kernel adds each output's grad / kh / kw (a half dtype rounding each division)
+    into its window's input gradient in the dtype, in (oh, ow) order: lazyxla's float32 VJP
+    put 21 of 512 float16 elements beyond tolerance (155 differing), and float32 an ulp off on
+    51 (XLA folded / kh / kw into one division)."""
+    torch.manual_seed(0)
+    for (ih, iw), out in [((8, 8), (5, 5)), ((5, 6), (8, 13)), ((8, 8), (3, 7))]:
+        x, g = (torch.randn(2, 4, ih, iw) * 2).to(dtype), (torch.randn(2, 4, *out) * 3).to(dtype)
+
+        def grad(x, g):
+            x = x.detach().requires_grad_()
+            return torch.autograd.grad(F.adaptive_avg_pool2d(x, out), x, g)[0]
+        check(grad, x, g, atol=0, rtol=0)
