@@ -311,6 +311,10 @@ def _register_upsample(name, nd, mode, antialias, dtypes, kernel):
         return _interpolate(x, output_size, align, scales, mode, antialias)
 
     def bwd(g, output_size, input_size, *rest):
+        if nearest and g.dtype in (jnp.float16, jnp.bfloat16):  # eager sums a half dtype's
+            # gradient in float32 (opmath) and rounds once
+            x = jnp.zeros(tuple(input_size), jnp.float32)
+            return _vjp(lambda a: fwd(a, output_size, *rest), [x], g.astype(jnp.float32), [True])[0].astype(g.dtype)
         x = jnp.zeros(tuple(input_size), g.dtype)
         return _vjp(lambda a: fwd(a, output_size, *rest), [x], g, [True])[0]
 
