@@ -119,3 +119,30 @@ def transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bia
     if not norm_first:
         x = _layer_norm(x, embed_dim, eps, norm_weight_2, norm_bias_2)
     return x
+
+
+@decomposes(aten.col2im.default)
+def col2im(x, output_size, kernel_size, dilation, padding, stride):
+    """F.fold. A float16 / bfloat16 one as eager's col2im kernel adds in the dtype: kernel offset
+    after kernel offset, each addition rounded (PyTorch's decomposition sums in float32 once);
+    other dtypes, and the argument checks, are PyTorch's decomposition."""
+    from torch._decomp import decomposition_table
+    reference = decomposition_table[aten.col2im.default]
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        return reference(x, output_size, kernel_size, dilation, padding, stride)
+    reference(x.to("meta"), output_size, kernel_size, dilation, padding, stride)  # (the checks)
+    batched = x.dim() == 3
+    cols = x if batched else x.unsqueeze(0)
+    (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = output_size, kernel_size, dilation, padding, stride
+    oh, ow = ((o + 2 * p - d * (k - 1) - 1) // s + 1 for o, p, d, k, s in
+              zip(output_size, padding, dilation, kernel_size, stride))
+    n, c = cols.shape[0], cols.shape[1] // (kh * kw)
+    blocks = cols.reshape(n, c, kh, kw, oh, ow)
+    out = cols.new_zeros((n, c, h, w))
+    for i in range(kh):
+        for j in range(kw):
+            placed = cols.new_zeros((n, c, h + 2 * ph + sh, w + 2 * pw + sw))
+            placed[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw] = \
+                blocks[:, :, i, j]
+            out = out + placed[:, :, ph:ph + h, pw:pw + w]
+    return out if batched else out.squeeze(0)

@@ -548,3 +548,17 @@ def test_nearest_upsampling_backward_sums_in_float32(dtype, mode, shape, size):
         x = x.detach().requires_grad_()
         return torch.autograd.grad(F.interpolate(x, size=size, mode=mode), x, g)[0]
     check(grad, x, g, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("args", [(3, 1, 0, 1, (8, 8)), (3, 2, 1, 2, (9, 7)), ((2, 3), 1, (1, 0), (1, 2), (6, 9))])
+def test_fold_adds_kernel_offsets_in_the_dtype(dtype, args):
+    """eager's col2im (F.fold) adds each kernel offset's block into the image in the dtype, one
+    offset after another, each addition rounded; PyTorch's decomposition summed in float32
+    once (121 of 512 float16 elements differed)."""
+    ks, dil, pad, st, size = args
+    k = ks * ks if isinstance(ks, int) else ks[0] * ks[1]
+    blocks = F.unfold(torch.zeros(1, 1, *size), ks, dil, pad, st).shape[-1]
+    x = R(2, 3 * k, blocks, dtype=dtype, scale=2.0)
+    check(lambda x: (F.fold(x, size, ks, dil, pad, st), F.fold(x[0], size, ks, dil, pad, st)), x,
+          atol=0, rtol=0)
