@@ -4,8 +4,9 @@ Every OpInfo of `torch.testing._internal.common_methods_invocations.op_db` is an
 (`name[.variant] dtype`). An entry runs its `sample_inputs` on the device, materialises the results
 and compares them with the same op on the CPU (`torch.testing.assert_close`, default tolerances per
 dtype), then the in-place variant (the result must be visible through the tensor and through a view
-of it), then, for differentiable float32 ops (and complex ones in a complex `--dtype` sweep, where
-the OpInfo lists that dtype among its backward dtypes), the gradients. Each entry gets a class:
+of it), then, for differentiable float32 ops (and complex ones in a complex `--dtype` sweep, or
+any dtype in a `--dtype NAME --grad` sweep, where the OpInfo lists that dtype among its backward
+dtypes), the gradients. Each entry gets a class:
 
     NATIVE      correct; no CPU fallback and no decomposition counter moved
     DECOMPOSED  correct; went through a torch._decomp decomposition into lowered ops, no fallback
@@ -21,6 +22,7 @@ A full run also knows what the fast run would give: fast samples are the full li
     python -m lazyxla.opinfo                              # fast sweep, summary on stdout
     python -m lazyxla.opinfo --update-known-failures      # regenerate tests/opinfo/known_failures.txt
     python -m lazyxla.opinfo --full --update-known-failures
+    python -m lazyxla.opinfo --dtype float16 --grad          # float16 values and gradients
     lazyxla ops [--full]                                  # regenerate docs/op-coverage.md
 
 torch.testing internals are imported only when a sweep runs (they take ~10 s to import).

@@ -165,7 +165,7 @@ def failing_families(results, top: int = 25):
 # ---------------------------------------------------------------- command line
 
 def run_sweep_cli(full=False, pattern=None, update_known=False, docs=None, quiet=False,
-                  json_path=None, stream=sys.stdout, dtype=None) -> int:
+                  json_path=None, stream=sys.stdout, dtype=None, grads=False) -> int:
     import warnings
     warnings.filterwarnings("ignore")
     import lazyxla  # noqa: F401
@@ -182,13 +182,16 @@ def run_sweep_cli(full=False, pattern=None, update_known=False, docs=None, quiet
         print("--dtype sweeps neither update the known failures nor write the coverage doc (they "
               "describe the default sweep)", file=sys.stderr)
         return 2
+    if grads and dtype is None:
+        print("--grad needs --dtype (the default sweep checks float32 gradients already)", file=sys.stderr)
+        return 2
     if pattern is not None:
         try:
             re.compile(pattern)
         except re.error as e:
             print(f"--only {pattern!r} is not a regular expression: {e}", file=sys.stderr)
             return 2
-    results = sweep(full, pattern, progress, dtype)
+    results = sweep(full, pattern, progress, dtype, grads)
     if pattern is not None and not results:  # a typo would otherwise pass as an empty sweep
         print(f"no OpInfo entry matches --only {pattern!r}", file=sys.stderr)
         return 2
@@ -227,6 +230,9 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--json", metavar="PATH", help="dump every result as JSON")
     p.add_argument("--dtype", metavar="NAME", type=_dtype_arg,
                    help="sweep this dtype only (e.g. complex64, float64), every op that supports it")
+    p.add_argument("--grad", action="store_true",
+                   help="with --dtype: check gradients in it too (float16, bfloat16, float64), where "
+                        "the OpInfo lists it among its CPU backward dtypes")
     p.add_argument("--quiet", action="store_true")
     return p
 
@@ -246,5 +252,5 @@ def _dtype_arg(name: str) -> torch.dtype:
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     return run_sweep_cli(a.full or full_mode_from_env(), a.only, a.update_known_failures, a.docs,
-                         a.quiet, a.json, dtype=a.dtype)
+                         a.quiet, a.json, dtype=a.dtype, grads=a.grad)
 

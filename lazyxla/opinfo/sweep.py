@@ -437,8 +437,10 @@ def _classify(fb, dec):
     return FALLBACK if fb else DECOMPOSED if dec else NATIVE
 
 
-def run_entry(op, dtype, full: bool) -> Result:
-    """Run one entry; never raises (an op that crashes on the device is a FAIL)."""
+def run_entry(op, dtype, full: bool, grads: bool = False) -> Result:
+    """Run one entry; never raises (an op that crashes on the device is a FAIL). grads: check
+    the gradients in any dtype the OpInfo lists among its CPU backward dtypes (a `--dtype
+    --grad` sweep: float16, bfloat16, float64)."""
     import lazyxla
     name = entry_name(op)
     if dtype is None:
@@ -447,7 +449,7 @@ def run_entry(op, dtype, full: bool) -> Result:
     is_random = name in RANDOM_OPS or op.has_nondeterministic_output
     # gradients: float32, and complex dtypes the OpInfo lists among its CPU backward dtypes
     grad = op.supports_autograd and not is_random and (
-        dtype == torch.float32 or (dtype.is_complex and dtype in op.supported_backward_dtypes("cpu")))
+        dtype == torch.float32 or ((dtype.is_complex or grads) and dtype in op.supported_backward_dtypes("cpu")))
     fwd_limit = None if full else FAST_SAMPLES
     side_limit = None if full else FAST_GRAD_SAMPLES
     res = Result(name, dtype_name(dtype), NATIVE)
@@ -521,11 +523,11 @@ def run_entry(op, dtype, full: bool) -> Result:
         res.seconds = time.perf_counter() - t0
 
 
-def sweep(full: bool = False, pattern: str | None = None, progress=None, dtype=None):
+def sweep(full: bool = False, pattern: str | None = None, progress=None, dtype=None, grads=False):
     results = []
     ents = entries(full, pattern, dtype)
     for i, (op, dtype) in enumerate(ents):
-        r = run_entry(op, dtype, full)
+        r = run_entry(op, dtype, full, grads)
         results.append(r)
         if progress is not None:
             progress(i, len(ents), r)
