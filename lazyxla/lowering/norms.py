@@ -14,7 +14,7 @@ import torch
 from jax import lax
 
 from .exact_arith import rounder
-from .nn import _acc, _vjp
+from .nn import _acc
 from .registry import aten, register
 
 
@@ -185,17 +185,6 @@ def native_layer_norm(x, normalized_shape, w, b, eps):
         rnd = rounder(x.dtype)
         mean, rstd = rnd(mean), rnd(rstd)
     return out.astype(x.dtype), mean, rstd
-
-
-def _norm_input_grad(g, xhat, rstd, w_b, axes):
-    """d/dx of xhat*w with xhat normalized over `axes` (w_b broadcast to x, or None)."""
-    gx = g * w_b if w_b is not None else g
-    n = 1
-    for a in axes:
-        n *= xhat.shape[a]
-    s1 = jnp.sum(gx, axis=axes, keepdims=True)
-    s2 = jnp.sum(gx * xhat, axis=axes, keepdims=True)
-    return rstd * (gx - s1 / n - xhat * (s2 / n))
 
 
 @register(aten.native_layer_norm_backward.default)
