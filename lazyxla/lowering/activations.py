@@ -17,7 +17,7 @@ from jax import lax
 from lazyxla.jaxenv import np_dtype
 from . import linalg
 from .exact_arith import Arith, rounder
-from .pointwise import compute, out_dtype
+from .pointwise import compute, in_dtype_of, out_dtype
 from .registry import aten, register
 
 _SQRT1_2 = 1 / math.sqrt(2)
@@ -124,7 +124,7 @@ def logit_backward(grad, x, eps=None, _meta=None):
     dt = out_dtype(_meta)
     grad, x = compute(_meta, grad, x)
     # float16 / bfloat16: eager's kernel runs on Vectorized<Half / BFloat16>, each op rounded
-    r = rounder(dt) if dt in (jnp.float16, jnp.bfloat16) else (lambda v: v)  # noqa: E731
+    r = functools.partial(in_dtype_of, _meta)
     quotient = r(grad / r(x * r(1 - x)))
     if eps is None or eps < 0:
         q = jnp.where((x == 0) | (x == 1), grad * jnp.inf, quotient)
@@ -249,11 +249,9 @@ def log_sigmoid_forward(x, _meta):
 
 @register(aten.log_sigmoid_backward.default, meta=True)
 def log_sigmoid_backward(grad, x, buffer, _meta):
-    dt = out_dtype(_meta)
     grad, x = compute(_meta, grad, x)
-    z = jnp.exp(-jnp.abs(x))  # what the forward's buffer holds (recomputed: it may be empty),
-    if dt in (jnp.float16, jnp.bfloat16):  # in the dtype
-        z = rounder(dt)(z)
+    # what the forward's buffer holds, in the dtype (recomputed: it may be empty)
+    z = in_dtype_of(_meta, jnp.exp(-jnp.abs(x)))
     neg = x < 0
     return grad * (jnp.where(neg, 1.0, 0.0).astype(x.dtype) - jnp.where(neg, 1.0, -1.0).astype(x.dtype) * (z / (1 + z)))
 
@@ -267,12 +265,11 @@ def glu(x, dim=-1, _meta=None):
 
 @register(aten.glu_backward.default, meta=True)
 def glu_backward(grad, x, dim, _meta):
-    dt = out_dtype(_meta)
     grad, x = compute(_meta, grad, x)
     a, b = jnp.split(x, 2, axis=dim)
     # eager's kernel: sigmoid(b) stored in the dtype (a float16 / bfloat16 one rounded), then
     # (1 - s) * s * a * grad in float32 and s * grad, each rounded once
-    s = rounder(dt)(_sigmoid(b)) if dt in (jnp.float16, jnp.bfloat16) else _sigmoid(b)
+    s = in_dtype_of(_meta, _sigmoid(b))
     return jnp.concatenate([s * grad, (1 - s) * s * a * grad], axis=dim)
 
 

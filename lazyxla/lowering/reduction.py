@@ -7,6 +7,8 @@ CPU PyTorch: NaN propagates through max/min, arg-reductions pick the first occur
 stable with NaN largest, integer sums promote to int64 (the meta dtype says so)."""
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +16,7 @@ from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from .arithmetic import log_add_exp_complex
-from .exact_arith import rounder
+from .pointwise import in_dtype_of
 from .registry import aten, register
 
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
@@ -316,15 +318,8 @@ def logsumexp(x, dim, keepdim=False, _meta=None):
     mk = jnp.expand_dims(m, axes)
     # eager's composite runs each step as an op of the dtype: a float16 / bfloat16 one rounds
     # x - max, its exp, the (float32-accumulated) sum, its log and the final add
-    r = _rounder_of(_meta)
+    r = functools.partial(in_dtype_of, _meta)
     return r(r(jnp.log(r(jnp.sum(r(jnp.exp(r(x - mk))), axis=axes)))) + m).reshape(shape)
-
-
-def _rounder_of(_meta):
-    """Rounds to a float16 / bfloat16 output dtype (float32 values stay float32); identity for
-    any other."""
-    dtype = np.dtype(_out(_meta)[1])
-    return rounder(dtype) if dtype in _LOW_FLOATS else (lambda v: v)
 
 
 # ---------------------------------------------------------------------------------------- softmax
@@ -355,7 +350,7 @@ def log_softmax(x, dim, half_to_float=False, _meta=None):
     s = x - jnp.max(x, axis=d, keepdims=True)
     # eager's kernel over the last dim keeps the sum of exps and its log in the dtype (float16 /
     # bfloat16: each rounded); over any other dim, float32 throughout
-    r = _rounder_of(_meta) if last else (lambda v: v)
+    r = functools.partial(in_dtype_of, _meta) if last else (lambda v: v)  # noqa: E731
     return (s - r(jnp.log(r(jnp.sum(jnp.exp(s), axis=d, keepdims=True))))).reshape(shape)
 
 
