@@ -191,7 +191,7 @@ def binary_cross_entropy_backward(g, x, y, weight=None, reduction=1):
     # bfloat16 one rounds every op; its EPSILON 1e-12 is the dtype's), then * weight, / numel
     r = _low(x) or (lambda v: v)  # noqa: E731
     xa, ya = _acc(x), _acc(y)
-    eps = r(jnp.float32(1e-12)) if _low(x) else jnp.asarray(np.float32(1e-12)).astype(xa.dtype)  # (a float)
+    eps = r(jnp.asarray(np.float32(1e-12)).astype(xa.dtype))  # (a C float, in the dtype)
     gi = r(r(jnp.broadcast_to(_acc(g), xa.shape) * r(xa - ya)) / jnp.maximum(r(r(1 - xa) * xa), eps))
     if weight is not None:
         gi = r(gi * _acc(weight))
