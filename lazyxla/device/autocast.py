@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from .dispatch import LAZYXLA_DEVICE
+
 aten = torch.ops.aten
 _KEY = "AutocastPrivateUse1"
 _EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
@@ -44,7 +46,7 @@ _PROMOTE = ("addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_pu
 
 
 def _eligible(t) -> bool:
-    return (isinstance(t, torch.Tensor) and t.is_floating_point() and t.device.type == "lazyxla"
+    return (isinstance(t, torch.Tensor) and t.is_floating_point() and t.device == LAZYXLA_DEVICE
             and t.dtype is not torch.float64)
 
 

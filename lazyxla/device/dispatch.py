@@ -22,6 +22,9 @@ from lazyxla.lowering.registry import LOWERINGS, VIEWS, Lowering, is_scalar_type
 from . import rng
 
 _LAZY = "lazyxla"
+# lazyxla:0, the one device ("privateuseone" parses before and after the rename): `t.device ==
+# LAZYXLA_DEVICE` costs a quarter of `t.device.type == "lazyxla"`, which looks the name up
+LAZYXLA_DEVICE = torch.device("privateuseone", 0)
 
 
 # Ops that take index tensors on the CPU with a lazyxla tensor, as CUDA's do (`x[cpu_index]`,
@@ -97,7 +100,7 @@ def check_device_index(device: torch.device) -> None:
 def is_cpu_scalar(t: torch.Tensor) -> bool:
     """A 0-dim CPU tensor: PyTorch mixes these with any device; a program reads its value as a
     runtime scalar (an optimizer's step count, a bias correction)."""
-    return t.dim() == 0 and t.device.type == "cpu"
+    return t.dim() == 0 and t.is_cpu
 
 
 # While the dynamo bridge traces a graph: id(scalar node) -> (node, the CPU 0-dim tensor it was

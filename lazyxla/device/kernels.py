@@ -68,6 +68,7 @@ def _mutating_kernel(op):
     from lazyxla.ir import meta
     _write, _converted, _state_of = dispatch.write_resizing, dispatch.converted, buf.state_of
     watch, overlap_checked = dispatch.VIEW_WATCH, overlap.checked(op)
+    device = dispatch.LAZYXLA_DEVICE
     info = dispatch.op_info(fop)
 
     def kernel(*args, **kwargs):
@@ -82,7 +83,7 @@ def _mutating_kernel(op):
         for i, t in zip(positions, targets):
             xs = t if type(t) in (list, tuple) else (t,)
             for x in xs:
-                if isinstance(x, torch.Tensor) and x.device.type != "lazyxla":
+                if isinstance(x, torch.Tensor) and x.device != device:
                     raise dispatch.device_mismatch(x)
             if arg_names[i] in unchanged:  # its outputs are its inputs: nothing to write
                 kept = (kept or set()) | set(range(len(flat_targets), len(flat_targets) + len(xs)))

@@ -30,15 +30,16 @@ def _traced_scalar(src) -> bool:
 
 
 def copy_(self, src, non_blocking=False):
-    if self.device.type == "lazyxla":
+    device = dispatch.LAZYXLA_DEVICE
+    if self.device == device:
         dst = buf.state_of(self)
         views = type(dst) is not buf.Buffer
-        if src.device.type == "lazyxla":
+        if src.device == device:
             st = buf.state_of(src)
             views = views or type(st) is not buf.Buffer
             node = dispatch.math_bits(st.read(), src.is_conj() != self.is_conj(),
                               src.is_neg() != self.is_neg())
-        elif src.device.type == "cpu":
+        elif src.is_cpu:
             node = (dispatch.cpu_scalar_node(src) if _traced_scalar(src)
                     else buf.state_of(fallback.from_cpu(src)).read())
         else:
@@ -88,7 +89,7 @@ def _local_scalar_dense(self):
 
 def _to_copy(self, *args, **kwargs):
     device = kwargs.get("device")
-    if self.device.type == "cpu":  # host -> device (BackendSelect routes it here by `device`)
+    if self.is_cpu:  # host -> device (BackendSelect routes it here by `device`)
         if device is not None:
             dispatch.check_device_index(torch.device(device))
         dtype = kwargs.get("dtype")
@@ -97,7 +98,7 @@ def _to_copy(self, *args, **kwargs):
             return t if dtype is None or dtype == t.dtype else t.to(dtype)
         # (from_cpu keeps the strides it is given: the CPU copy takes the memory format asked for)
         return fallback.from_cpu(self.to(dtype=dtype, memory_format=_format(kwargs)))
-    if self.device.type == "lazyxla" and device is not None and torch.device(device).type == "cpu":
+    if self.device == dispatch.LAZYXLA_DEVICE and device is not None and torch.device(device).type == "cpu":
         host = _host_bits(_read(self), self)
         fmt = _format(kwargs)
         if fmt is not torch.preserve_format:

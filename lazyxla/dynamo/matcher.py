@@ -22,6 +22,7 @@ import torch
 
 from lazyxla import metrics
 from lazyxla.device import rng
+from lazyxla.device.dispatch import LAZYXLA_DEVICE
 from lazyxla.ir import buffer as buf
 from lazyxla.ir.node import Node
 from lazyxla.jaxenv import device_scalar, relayout
@@ -59,7 +60,7 @@ def structure(args, loose=None) -> Structure:
     signature leaves the start out (view_starts.read_loose)."""
     first, out = {}, []
     for j, a in enumerate(args):
-        if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
+        if isinstance(a, torch.Tensor) and a.device == LAZYXLA_DEVICE:
             st = buf.state_of(a)
             sig = read_loose(st, loose[j])[0] if loose and j in loose else None
             out.append((j, view_signature(st) if sig is None else sig, first.setdefault(id(st.root), j)))
