@@ -3,7 +3,7 @@
 Each FX output is one of: computed by the program (an output slot); an input returned (the same
 tensor object, holding its updated value if the graph wrote it); a view of an input (a new view
 of that input's buffer, so it aliases the input as in eager; made by the view ops themselves on
-every call where it is a view of a view argument or at a fed number: VIEW_OF_INPUT); one of
+every call from the argument it extends, sharing its version counter: VIEW_OF_INPUT); one of
 several outputs that share a
 computed buffer (`y, y.t()`: views of one new buffer per call, as eager's; `y, y.detach()`: the
 second a detach of the first, one storage and version counter, as eager's); a duplicate of an
@@ -140,11 +140,14 @@ class OutputHandler:
 
     def _input_view(self, o, st, args, arg_of_root):
         """The recipe of an output that is a view of an input's buffer. Where the view extends an
-        argument's own view chain, and that argument is a view itself or the rest of the chain
-        takes fed numbers (`x[i:i + 4]` saved for the backward), the rest is replayed on the
-        argument on every call (VIEW_OF_INPUT): its start, storage offset and strides are then
-        this call's, as eager's. Else it is built from the root with the chain traced, and the
-        arguments of that buffer must stay the views traced (`pinned`)."""
+        argument's own view chain (the argument's buffer, or a view of it), the rest is replayed
+        on the argument on every call (VIEW_OF_INPUT): eager's view of this call's argument. It
+        shares the argument's version counter, so autograd raises eager's error when the
+        argument changes in place between a forward that saved the view (`w.t()` of a linear)
+        and its backward, and its start, storage offset and strides are this call's (`x[i:i +
+        4]`). Else (no argument leads to it, or a view is no aten op's) it is built from the root
+        with the chain traced, and the arguments of that buffer must stay the views traced
+        (`pinned`)."""
         j, prefix = None, -1
         for k, a in enumerate(args):
             if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
@@ -155,7 +158,7 @@ class OutputHandler:
                         j, prefix = k, len(c)
         rest = st.chain[max(prefix, 0):]
         ops = _replay_ops(rest) if j is not None else None
-        if ops is not None and (prefix > 0 or _takes_fed(ops)):
+        if ops is not None:
             return VIEW_OF_INPUT, (j, ops)
         if j is None or prefix > 0:
             self.pinned.update(k for k, a in enumerate(args) if isinstance(a, torch.Tensor)

@@ -237,3 +237,19 @@ def test_a_compiled_optimizer_step_does_not_import_inductor():
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["OK", "False"], out.stdout
+
+
+@pytest.mark.parametrize("device", ["cpu", D], ids=["eager-cpu", "lazyxla"])
+def test_a_weight_changed_in_place_between_forward_and_backward_raises_as_in_eager(device):
+    """A linear's forward saves a view of its weight (weight.t()) for the input's gradient. The
+    compiled forward hands that view back made from this call's weight, sharing its version
+    counter as eager's view does, so an in-place change of the weight before the backward raises
+    eager's error instead of a gradient computed from the changed weight."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3).to(device)
+    x = torch.randn(2, 4, device=device, requires_grad=True)
+    loss = torch.compile(lambda a: lin(a).sum(), backend="lazyxla" if device is D else "aot_eager")(x)
+    with torch.no_grad():
+        lin.weight.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
