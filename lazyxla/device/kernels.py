@@ -17,6 +17,7 @@ from . import dispatch, fallback, overlap, transfer
 
 aten = torch.ops.aten
 _libs = []
+_increment_version = torch._C._increment_version  # (takes a list of tensors)
 
 
 # Composite ops that keep their own autograd formula (derivatives.yaml) under a backend kernel:
@@ -70,6 +71,11 @@ def _mutating_kernel(op):
     watch, overlap_checked = dispatch.VIEW_WATCH, overlap.checked(op)
     device = dispatch.LAZYXLA_DEVICE
     info = dispatch.op_info(fop)
+    # The dispatcher bumps an in-place or out= op's targets' version counters (its ADInplaceOrView
+    # kernel), but has none for the _foreach_ ops: eager's foreach kernels bump them themselves,
+    # so autograd sees an optimizer step between a forward and its backward. (Eager's fused
+    # optimizers and AMP's unscale bump nothing.)
+    bumps = op.name().startswith("aten::_foreach_")
 
     def kernel(*args, **kwargs):
         n = len(args)
@@ -122,6 +128,9 @@ def _mutating_kernel(op):
                                    f"output type {type_name(dtype)}")
             # in place: the meta run has checked that the result has the target's shape
             _state_of(t).write(_converted(v, t.shape, dtype))
+        if bumps:
+            _increment_version(flat_targets if kept is None else
+                               [t for k, t in enumerate(flat_targets) if k not in kept])
         if not returns:  # _foreach_add_ and friends return nothing
             return None
         if returns == 1:  # (_amp_update_scale_ writes two tensors and returns the first)

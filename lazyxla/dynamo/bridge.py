@@ -500,7 +500,7 @@ class Bridge:
                                                 f"non-tensor arguments {key}: {e}")
             return self._call(call_args, True)
         if entry.mutated:
-            entry.matcher.write_back(roots, results)
+            entry.matcher.write_back(args, roots, results)
         return _pack(entry, entry.outputs(results, args, fed, exe.out_perms))
 
     def _structure_changed(self, call_args, _retried, cause, failed):

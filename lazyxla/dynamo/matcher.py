@@ -32,6 +32,7 @@ from .view_starts import fed_view_starts, read_loose
 
 ARG, CONST, SEED, CPU, FED, ARG_HELD, VIEW_START = 0, 1, 2, 3, 4, 5, 6
 _now = time.perf_counter_ns  # (metrics are in nanoseconds, as torch_xla's)
+_increment_version = torch._C._increment_version  # (takes a list of tensors)
 _DATA, _Buffer, _View, _Node = buf.DATA, buf.Buffer, buf.View, Node
 
 
@@ -69,7 +70,7 @@ def structure(args, loose=None) -> Structure:
 
 class InputMatcher:
     __slots__ = ("plan", "gather", "reads", "checked", "views", "shared", "distinct", "donated",
-                 "writes", "loose", "loose_args", "template", "arg_feeds", "other_feeds")
+                 "writes", "written", "loose", "loose_args", "template", "arg_feeds", "other_feeds")
 
     def __init__(self, graph, args, start, cpu_sources=None, mutated=(), pinned=()):
         """start: each argument's root data node as the trace began (None for non-lazyxla ones);
@@ -145,6 +146,7 @@ class InputMatcher:
         self.donated = tuple((i, k_of[plan[i][1]] if plan[i][0] == ARG and plan[i][1] in written else None)
                              for i, _ in graph.spec.donated)
         self.writes = tuple((k_of[j], slot, shape, dtype) for j, slot, shape, dtype in mutated)
+        self.written = tuple(j for j, *_ in mutated)  # (their version counters are bumped)
 
     def __call__(self, args, fed=()) -> tuple:
         """(the executable's arguments for this call, the root buffers of the arguments in
@@ -170,11 +172,14 @@ class InputMatcher:
             else:
                 donation.guard_argument(roots[k], feed, i)
 
-    def write_back(self, roots, results) -> None:
-        """The written arguments' new values: in-place updates, applied exactly once."""
+    def write_back(self, args, roots, results) -> None:
+        """The written arguments' new values: in-place updates, applied exactly once. Each written
+        argument's version counter is bumped, as eager's in-place ops bump it (autograd then sees
+        an optimizer step between a forward that saved a parameter and its backward)."""
         for k, slot, shape, dtype in self.writes:  # (Buffer.write, inline: data, never pending)
             root = roots[k]
             root.node = root.committed = _Node(_DATA, (), None, shape, dtype, data=results[slot])
+        _increment_version([args[j] for j in self.written])
 
     def _feed(self, args, roots, fed, starts) -> list:
         """The executable's arguments for this call; starts: {gathered argument: the starts of

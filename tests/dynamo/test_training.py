@@ -253,3 +253,21 @@ def test_a_weight_changed_in_place_between_forward_and_backward_raises_as_in_eag
         lin.weight.add_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_a_compiled_optimizer_step_between_forward_and_backward_raises_as_in_eager():
+    """The compiled step writes the parameters' new values back and bumps their version
+    counters, as eager's in-place ops do: the pending backward then refuses the changed weight."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3).to(D)
+    x = torch.randn(2, 4, device=D, requires_grad=True)
+    lin(x).sum().backward()
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    step = torch.compile(opt.step, backend="lazyxla")
+    step()
+    loss = lin(x).sum()
+    before = lin.weight._version
+    step()
+    assert lin.weight._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -89,3 +89,45 @@ def test_a_half_dtypes_error_is_worded_for_the_half_dtype():
         with pytest.raises(RuntimeError) as dev:
             torch._foreach_add_([torch.ones(2, dtype=dtype).to(D)], 1 + 1j)
         assert str(dev.value) == str(cpu.value)
+
+
+# in-place and out= foreach calls, and fused optimizer steps, whose targets' version counters
+# eager's CPU kernels bump (the foreach ones) or leave (the fused step's)
+VERSIONED = {
+    "add_list_": lambda xs, ys: torch._foreach_add_(xs, ys),
+    "mul_scalar_": lambda xs, ys: torch._foreach_mul_(xs, 2.0),
+    "zero_": lambda xs, ys: torch._foreach_zero_(xs),
+    "add_out": lambda xs, ys: torch.ops.aten._foreach_add.List_out(ys, ys, out=xs),
+    "fused_adamw_": lambda xs, ys: torch._fused_adamw_(
+        xs, ys, [torch.zeros_like(x) for x in xs], [torch.zeros_like(x) for x in xs], [],
+        [torch.ones((), device=xs[0].device) for _ in xs], lr=0.1, beta1=0.9, beta2=0.99,
+        weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False),
+}
+
+
+@pytest.mark.parametrize("name", VERSIONED)
+def test_foreach_targets_version_counters_move_as_in_eager(name):
+    """Autograd compares version counters to tell that a tensor saved for a backward was changed
+    in place. The dispatcher bumps an in-place op's targets' counters itself, except for the
+    _foreach_ ops, whose kernels do it: lazyxla's did not, so an optimizer step between a
+    forward and its backward went unnoticed (see the next test)."""
+    def versions(device):
+        xs, ys = ([torch.ones(3, device=device) for _ in range(2)] for _ in range(2))
+        VERSIONED[name](xs, ys)
+        return [t._version for t in xs + ys]
+    assert versions(D) == versions("cpu")
+
+
+def test_a_foreach_optimizer_step_between_forward_and_backward_raises_as_in_eager():
+    def run(device):
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(4, 3).to(device)
+        x = torch.randn(2, 4, device=device, requires_grad=True)
+        lin(x).sum().backward()
+        opt = torch.optim.SGD(lin.parameters(), lr=0.1, foreach=True)
+        loss = lin(x).sum()
+        opt.step()
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+    run("cpu")
+    run(D)
