@@ -3,7 +3,8 @@
 Each FX output is one of: computed by the program (an output slot); an input returned (the same
 tensor object, holding its updated value if the graph wrote it); a view of an input (a new view
 of that input's buffer, so it aliases the input as in eager; made by the view ops themselves on
-every call from the argument it extends, sharing its version counter: VIEW_OF_INPUT); one of
+every call where it is a view of a view argument or at a fed number: VIEW_OF_INPUT; either
+way it shares the argument's version counter, as eager's view does); one of
 several outputs that share a
 computed buffer (`y, y.t()`: views of one new buffer per call, as eager's; `y, y.detach()`: the
 second a detach of the first, one storage and version counter, as eager's); a duplicate of an
@@ -129,7 +130,13 @@ class OutputHandler:
                 out.append(_tensor(b if chain is None else buf.View(b, chain), shape, dtype, geometry))
             elif kind == INPUT_VIEW:  # the matcher checked that the input is the view it was
                 j, chain, shape, dtype, geometry = v
-                out.append(_tensor(buf.View(buf.state_of(args[j]).root, chain), shape, dtype, geometry))
+                a = args[j]
+                state = buf.View(buf.state_of(a).root, chain)
+                # (on a detach of a, which shares a's version counter: autograd then sees a change
+                # of a between a forward that saved this view, a linear's weight.t(), and its
+                # backward; a view to another dtype, which no aten op made, on a tensor of its own)
+                out.append(buf.restrided(a.detach(), state, shape, *geometry) if a.dtype is dtype
+                           else buf.new_strided_tensor(state, shape, dtype, *geometry))
             elif kind == VIEW_OF_INPUT:
                 j, ops = v
                 out.append(_replayed(args[j], ops, fed))
@@ -139,15 +146,14 @@ class OutputHandler:
         return out
 
     def _input_view(self, o, st, args, arg_of_root):
-        """The recipe of an output that is a view of an input's buffer. Where the view extends an
-        argument's own view chain (the argument's buffer, or a view of it), the rest is replayed
-        on the argument on every call (VIEW_OF_INPUT): eager's view of this call's argument. It
-        shares the argument's version counter, so autograd raises eager's error when the
-        argument changes in place between a forward that saved the view (`w.t()` of a linear)
-        and its backward, and its start, storage offset and strides are this call's (`x[i:i +
-        4]`). Else (no argument leads to it, or a view is no aten op's) it is built from the root
-        with the chain traced, and the arguments of that buffer must stay the views traced
-        (`pinned`)."""
+        """The recipe of an output that is a view of an input's buffer. The rest of the chain is
+        replayed on the argument whose view chain it extends, on every call (VIEW_OF_INPUT),
+        where that argument is a view itself, or the rest takes fed numbers (`x[i:i + 4]` saved
+        for the backward) or views another dtype: its start, storage offset and strides are then
+        this call's, as eager's. Else it is built from the root with the chain traced
+        (INPUT_VIEW), on a detach of the argument, so that it shares the argument's version
+        counter as eager's view does; the arguments of that buffer must then stay the views
+        traced (`pinned`)."""
         j, prefix = None, -1
         for k, a in enumerate(args):
             if isinstance(a, torch.Tensor) and a.device.type == "lazyxla":
@@ -158,12 +164,14 @@ class OutputHandler:
                         j, prefix = k, len(c)
         rest = st.chain[max(prefix, 0):]
         ops = _replay_ops(rest) if j is not None else None
-        if ops is not None:
+        owner = arg_of_root[id(st.root)]
+        if ops is not None and (prefix > 0 or _takes_fed(ops) or args[owner].dtype != o.dtype):
             return VIEW_OF_INPUT, (j, ops)
         if j is None or prefix > 0:
             self.pinned.update(k for k, a in enumerate(args) if isinstance(a, torch.Tensor)
                                and a.device.type == "lazyxla" and buf.state_of(a).root is st.root)
-        return INPUT_VIEW, (arg_of_root[id(st.root)], st.chain, tuple(o.shape), o.dtype, _geometry(o))
+        geometry = _geometry(o) or (meta.contiguous_strides(o.shape), 0, o.numel())
+        return INPUT_VIEW, (owner, st.chain, tuple(o.shape), o.dtype, geometry)
 
 
 def _replay_ops(chain):

@@ -196,10 +196,15 @@ _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 def new_strided_tensor(state, shape, dtype: torch.dtype, stride, offset: int, span: int) -> torch.Tensor:
     """As new_tensor, reporting the strides and storage offset eager gives a view (`x.t()` is not
     contiguous; `x[1:]` starts at offset 1), so PyTorch's own stride-based choices (`contiguous()`,
-    `reshape` copy or view, autograd's as_strided) are eager's. The storage covers `span` elements
-    without allocating them; set_ goes straight to the CPU kernel, which only sets the geometry."""
-    t = torch._C._acc.create_empty_tensor((0,), dtype)
-    storage = torch._C._construct_storage_from_data_pointer(0, t.device, span * dtype.itemsize)
+    `reshape` copy or view, autograd's as_strided) are eager's."""
+    return restrided(torch._C._acc.create_empty_tensor((0,), dtype), state, shape, stride, offset, span)
+
+
+def restrided(t: torch.Tensor, state, shape, stride, offset: int, span: int) -> torch.Tensor:
+    """t, holding `state` on a storage of its own with that geometry; t keeps its identity,
+    dtype and version counter. The storage covers `span` elements without allocating them; set_
+    goes straight to the CPU kernel, which only sets the geometry."""
+    storage = torch._C._construct_storage_from_data_pointer(0, t.device, span * t.dtype.itemsize)
     _SET_STORAGE.redispatch_boxed(_CPU_KEYS, t, storage, offset, shape, stride)
     setattr(storage, _ATTR, state)
     return t
