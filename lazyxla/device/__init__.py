@@ -107,8 +107,8 @@ def register() -> None:
     from .kernels import register_all
     register_all()
     rng.manual_seed(torch.initial_seed() % (2**63))
-    from . import (accelerator, autocast, control_flow, copying, dlpack, flex_attention, modules,
-                   pinning, private_kernels, rng_prims, storages)
+    from . import (accelerator, autocast, control_flow, copying, dlpack, flex_attention, hooks,
+                   modules, pinning, private_kernels, rng_prims, storages)
     private_kernels.install()
     accelerator.install()
     control_flow.install()
@@ -120,6 +120,7 @@ def register() -> None:
     pinning.install()
     dlpack.install()
     rng_prims.install()
+    hooks.install()
     _backward_on_calling_thread()
     _replay_views()
     _registered = True

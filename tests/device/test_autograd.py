@@ -53,6 +53,66 @@ def test_error_inside_backward_is_a_python_exception():
         raise AssertionError("expected the backward error")
 
 
+_RAISING_HOOKS = """
+import sys, torch, lazyxla
+D = lazyxla.device()
+def boom(*args):
+    raise ValueError("boom in a hook")
+x = torch.ones(4, 3, device=D, requires_grad=True)
+m = torch.nn.Linear(3, 2).to(D)
+kind = sys.argv[1]
+if kind == "leaf":
+    x.register_hook(boom)
+elif kind == "post_accumulate":
+    x.register_post_accumulate_grad_hook(boom)
+elif kind == "module":
+    m.register_full_backward_hook(boom)
+elif kind == "module_pre":
+    m.register_full_backward_pre_hook(boom)
+inp = x * 2
+if kind == "tensor":
+    inp.register_hook(boom)
+try:
+    m(inp).sum().backward()
+except ValueError as e:
+    print("raised:", e)
+else:
+    print("no error")
+print("alive", (x * 3).sum().item())
+"""
+
+
+@pytest.mark.parametrize("kind", ["tensor", "leaf", "post_accumulate", "module", "module_pre"])
+def test_a_hook_that_raises_makes_the_backward_raise_instead_of_aborting_the_process(kind):
+    """PyTorch's guard for a Python-registered device calls into Python from noexcept stream
+    functions, which the engine calls while it unwinds from a hook's exception: the process
+    aborted (std::terminate). The backward now raises the hook's error (device/hooks.py)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _RAISING_HOOKS, kind], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["raised: boom in a hook", "alive 36.0"], out.stdout
+
+
+def test_a_hook_that_raises_on_the_cpu_raises_as_before():
+    x = torch.ones(3, requires_grad=True)
+    x.register_hook(lambda g: (_ for _ in ()).throw(KeyError("cpu hook")))
+    with pytest.raises(KeyError, match="cpu hook"):
+        (x * 2).sum().backward()
+
+
+def test_hooks_on_lazyxla_tensors_still_change_gradients_and_can_be_removed():
+    x = torch.ones(3, device=D, requires_grad=True)
+    handle = x.register_hook(lambda g: g * 10)
+    (x * 2).sum().backward()
+    assert x.grad.cpu().tolist() == [20.0, 20.0, 20.0]
+    handle.remove()
+    x.grad = None
+    (x * 2).sum().backward()
+    assert x.grad.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
 def test_backward_runs_on_the_calling_thread_unless_opted_out():
     """Without CUDA/XPU/MPS, importing lazyxla turns autograd's device threads off for the
     importing thread (its kernels only record IR); LAZYXLA_AUTOGRAD_DEVICE_THREADS=1 keeps them."""

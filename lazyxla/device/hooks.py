@@ -1,0 +1,86 @@
+"""Python autograd hooks that raise, on lazyxla gradients: the backward raises the hook's error.
+
+PyTorch's device guard for a Python-registered device (torch/csrc/acc) answers the autograd
+engine's stream calls by calling into Python, in functions declared noexcept. The engine makes
+those calls while it unwinds from a Python hook's exception, with that exception still pending,
+so the call fails and the process aborts (std::terminate): a tensor hook, a post-accumulate-grad
+hook or a module's full backward hook that raised killed the process. Such a hook, registered
+through those APIs, runs inside a wrapper: when its arguments hold lazyxla tensors, its error is
+kept and the hook returns None, and the backward (or torch.autograd.grad) call raises that error
+once the engine returns. The rest of that backward has run by then; eager stops at the hook.
+Hooks on the graph's nodes (grad_fn.register_hook / register_prehook) are methods of PyTorch's C
+types, which cannot be wrapped: one that raises during a lazyxla backward still aborts."""
+from __future__ import annotations
+
+import functools
+import threading
+
+import torch
+
+from .dispatch import LAZYXLA_DEVICE
+
+_failed = threading.local()  # .error: the first hook error of the backward running on this thread
+_installed = False
+
+
+def _holds_lazyxla(args) -> bool:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.device == LAZYXLA_DEVICE:
+                return True
+        elif isinstance(a, (tuple, list)) and _holds_lazyxla(a):
+            return True
+    return False
+
+
+def guarded(hook):
+    """`hook`, whose error on lazyxla tensors is kept for the backward call to raise."""
+    @functools.wraps(hook)
+    def run(*args, **kwargs):
+        try:
+            return hook(*args, **kwargs)
+        except BaseException as e:  # (a KeyboardInterrupt in a hook aborted the process too)
+            if not _holds_lazyxla(args):
+                raise
+            if getattr(_failed, "error", None) is None:
+                _failed.error = e
+            return None
+    return run
+
+
+def _raising_kept_error(run_backward):
+    @functools.wraps(run_backward)
+    def run(*args, **kwargs):
+        # (a backward within a backward, as reentrant checkpointing runs, keeps its own error and
+        # leaves the outer one kept)
+        outer, _failed.error = getattr(_failed, "error", None), None
+        try:
+            out = run_backward(*args, **kwargs)
+        finally:
+            error, _failed.error = _failed.error, outer
+        if error is not None:
+            raise error
+        return out
+    return run
+
+
+def _registering_guarded(register):
+    @functools.wraps(register)
+    def method(self, hook, *args, **kwargs):
+        return register(self, guarded(hook), *args, **kwargs)
+    return method
+
+
+def install() -> None:
+    """Tensor and module hooks are wrapped when registered (a module may move to lazyxla later:
+    its hooks look at their arguments when they run); the engine's entry raises kept errors."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    for cls, name in ((torch.Tensor, "register_hook"),
+                      (torch.Tensor, "register_post_accumulate_grad_hook"),
+                      (torch.nn.Module, "register_full_backward_hook"),
+                      (torch.nn.Module, "register_full_backward_pre_hook")):
+        setattr(cls, name, _registering_guarded(getattr(cls, name)))
+    torch.autograd._engine_run_backward = _raising_kept_error(torch.autograd._engine_run_backward)
