@@ -64,16 +64,19 @@ def _raising_kept_error(run_backward):
     return run
 
 
-def _registering_guarded(register):
+def _registering_guarded(register, lazyxla_only):
     @functools.wraps(register)
     def method(self, hook, *args, **kwargs):
-        return register(self, guarded(hook), *args, **kwargs)
+        if not lazyxla_only or self.device == LAZYXLA_DEVICE:
+            hook = guarded(hook)
+        return register(self, hook, *args, **kwargs)
     return method
 
 
 def install() -> None:
-    """Tensor and module hooks are wrapped when registered (a module may move to lazyxla later:
-    its hooks look at their arguments when they run); the engine's entry raises kept errors."""
+    """A lazyxla tensor's hooks are wrapped when registered (a tensor's gradient is on its device),
+    and every module's full backward hooks (a module may move to lazyxla later: the wrapper looks
+    at its arguments when it runs); the engine's entry raises kept errors."""
     global _installed
     if _installed:
         return
@@ -82,5 +85,5 @@ def install() -> None:
                       (torch.Tensor, "register_post_accumulate_grad_hook"),
                       (torch.nn.Module, "register_full_backward_hook"),
                       (torch.nn.Module, "register_full_backward_pre_hook")):
-        setattr(cls, name, _registering_guarded(getattr(cls, name)))
+        setattr(cls, name, _registering_guarded(getattr(cls, name), cls is torch.Tensor))
     torch.autograd._engine_run_backward = _raising_kept_error(torch.autograd._engine_run_backward)
