@@ -18,19 +18,10 @@ import threading
 import torch
 
 from .dispatch import LAZYXLA_DEVICE
+from .fallback import lazy_tensors
 
 _failed = threading.local()  # .error: the first hook error of the backward running on this thread
 _installed = False
-
-
-def _holds_lazyxla(args) -> bool:
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            if a.device == LAZYXLA_DEVICE:
-                return True
-        elif isinstance(a, (tuple, list)) and _holds_lazyxla(a):
-            return True
-    return False
 
 
 def guarded(hook):
@@ -40,7 +31,7 @@ def guarded(hook):
         try:
             return hook(*args, **kwargs)
         except BaseException as e:  # (a KeyboardInterrupt in a hook aborted the process too)
-            if not _holds_lazyxla(args):
+            if not lazy_tensors(args, []):
                 raise
             if getattr(_failed, "error", None) is None:
                 _failed.error = e
