@@ -146,8 +146,21 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
     bw = _bridge_compiler(fallback, "backward")
     boxed = lambda c: (lambda gm, ex: make_boxed_func(c(gm, ex)))  # noqa: E731
     backend = aot_autograd(fw_compiler=boxed(fw), bw_compiler=boxed(bw),
-                           inference_compiler=boxed(_bridge_compiler(fallback, "inference")))
+                           inference_compiler=boxed(_bridge_compiler(fallback, "inference")),
+                           keep_inference_input_mutations=_sets_an_input(gm))
     return backend(gm, example_inputs)
+
+
+def _sets_an_input(gm) -> bool:
+    """Does the graph `set_` an argument (`x.data = y`, `x.set_(y)`)? aot_autograd can express
+    that only with the graph's writes to its arguments kept in the graph (else it asserts). Not
+    always: with the writes in the graph, aot_autograd rebuilds a returned view of a written
+    argument from the graph's output (PyTorch's own backends then return it at the wrong offset),
+    which `_views_of_written_inputs` mends only for writes that the graph returns."""
+    placeholders = {n for n in gm.graph.nodes if n.op == "placeholder"}
+    return any(n.args and n.args[0] in placeholders and (
+        (n.op == "call_function" and n.target is torch.Tensor.set_)
+        or (n.op == "call_method" and n.target == "set_")) for n in gm.graph.nodes)
 
 
 def _has_functorch_transforms(gm) -> bool:

@@ -944,3 +944,41 @@ def test_example_gpt_compiles_into_one_forward_graph(fresh_metrics):
     got = torch.compile(model.to(D), backend="lazyxla")(x.to(D))
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
     assert _count("DynamoExtractCompiledGraph") == 1
+
+
+def _set_data(x, y):
+    x.data = y * 2
+    return x + 1
+
+
+def _clamp_data(w, x):
+    w.data = w.data.clamp(-0.5, 0.5)
+    return (w * x).sum()
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_setting_an_arguments_data_in_grad_mode_works_as_in_eager(requires_grad):
+    """`x.data = y` is a set_ of an argument, which aot_autograd can express only with the graph's
+    writes to its arguments kept in the graph (it asserted before)."""
+    torch._dynamo.reset()
+    cf = torch.compile(_set_data, backend="lazyxla")
+    for k in (1.0, 2.0):
+        x, y = torch.zeros(3, requires_grad=requires_grad), torch.full((3,), k)
+        xd = torch.zeros(3, device=D, requires_grad=requires_grad)
+        want, got = _set_data(x, y), cf(xd, y.to(D))
+        torch.testing.assert_close(got.detach().cpu(), want.detach())
+        torch.testing.assert_close(xd.detach().cpu(), x.detach())
+        assert got.requires_grad == want.requires_grad
+
+
+def test_a_parameter_clamped_through_data_gets_eagers_gradient():
+    cf = torch.compile(_clamp_data, backend="lazyxla")
+    for k in (1.0, 2.0):
+        w = torch.linspace(-1, 1, 4, requires_grad=True)
+        wd = torch.linspace(-1, 1, 4).to(D).requires_grad_()
+        x = torch.full((4,), k)
+        _clamp_data(w, x).backward()
+        cf(wd, x.to(D)).backward()
+        torch.testing.assert_close(wd.grad.cpu(), w.grad)
+        torch.testing.assert_close(wd.detach().cpu(), w.detach())
+
