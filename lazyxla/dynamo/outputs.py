@@ -8,7 +8,8 @@ way it shares the argument's version counter, as eager's view does); one of
 several outputs that share a
 computed buffer (`y, y.t()`: views of one new buffer per call, as eager's; `y, y.detach()`: the
 second a detach of the first, one storage and version counter, as eager's); a duplicate of an
-earlier output (the same tensor object); None; a number (SymInt outputs are fixed per
+earlier output (the same tensor object); another tensor of an input (`x.detach()`: a detach of
+that input per call, sharing its storage and version counter); None; a number (SymInt outputs are fixed per
 non-tensor-argument key), or one of the numbers the bridge feeds (input_items.py), returned as
 this call's value; or device data captured by the trace."""
 from __future__ import annotations
@@ -22,7 +23,7 @@ from lazyxla.ir.node import DATA, Node, data_node
 from lazyxla.jaxenv import relayout
 from . import fed_numbers
 
-SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED, VIEW_OF_INPUT = range(10)
+SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED, VIEW_OF_INPUT, INPUT_ALIAS = range(11)
 
 
 class OutputHandler:
@@ -61,8 +62,12 @@ class OutputHandler:
                 st = buf.state_of(o)
                 node = st.read()
                 j = next((k for k, a in enumerate(args) if a is o), None)
+                alias = _whole_alias(o, st, args) if j is None and type(st) is buf.Buffer \
+                    and id(st) in arg_of_root else None
                 if j is not None:  # the bridge writes a mutated input before building outputs
                     recipe.append((INPUT, j))
+                elif alias is not None:
+                    recipe.append((INPUT_ALIAS, alias))
                 elif type(st) is buf.View and id(st.root) in arg_of_root:
                     recipe.append(self._input_view(o, st, args, arg_of_root))
                 elif id(st.root) in sharing:
@@ -108,6 +113,8 @@ class OutputHandler:
                     out.append(buf.wrap_node(data_node(results[i], dtype, perms and perms[i]), layout))
             elif kind == INPUT:
                 out.append(args[v])
+            elif kind == INPUT_ALIAS:
+                out.append(args[v].detach())
             elif kind == DUP:
                 out.append(out[v])
             elif kind == NONE:
@@ -172,6 +179,17 @@ class OutputHandler:
                                and a.device.type == "lazyxla" and buf.state_of(a).root is st.root)
         geometry = _geometry(o) or (meta.contiguous_strides(o.shape), 0, o.numel())
         return INPUT_VIEW, (owner, st.chain, tuple(o.shape), o.dtype, geometry)
+
+
+def _whole_alias(o, st, args):
+    """The argument that output `o` is another tensor of (`x.detach()`, under no_grad, where no
+    aot_autograd rebuilds aliases): its buffer, shape, strides, offset and dtype. Made as a
+    detach of that argument on each call, which shares its storage and version counter as
+    eager's does; None if no argument is."""
+    geometry = (o.shape, o.stride(), o.storage_offset(), o.dtype)
+    return next((k for k, a in enumerate(args) if isinstance(a, torch.Tensor)
+                 and a.device.type == "lazyxla" and buf.state_of(a) is st
+                 and (a.shape, a.stride(), a.storage_offset(), a.dtype) == geometry), None)
 
 
 def _replay_ops(chain):

@@ -982,3 +982,43 @@ def test_a_parameter_clamped_through_data_gets_eagers_gradient():
         torch.testing.assert_close(wd.grad.cpu(), w.grad)
         torch.testing.assert_close(wd.detach().cpu(), w.detach())
 
+
+def _detached(x):
+    return x.detach()
+
+
+def _input_and_detached(x):
+    return x, x.detach()
+
+
+def _detached_twice(x):
+    return x.detach(), x.detach().detach()
+
+
+def _written_then_detached(x):
+    return x.add_(1).detach()
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "aot_autograd"])
+@pytest.mark.parametrize("fn", [_detached, _input_and_detached, _detached_twice,
+                                _written_then_detached])
+def test_a_returned_detach_of_an_argument_shares_its_storage_and_version(fn, grad):
+    """`x.detach()` returned is another tensor of x's storage in eager: a write through either is
+    seen through the other, and they share one version counter."""
+    cf = torch.compile(fn, backend="lazyxla")
+    with torch.set_grad_enabled(grad):
+        for k in (1.0, 2.0):
+            x = torch.full((2, 3), k)
+            xd = x.to(D)
+            want, got = fn(x), cf(xd)
+            want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+            for w, g in zip(want, got):
+                assert g.untyped_storage().data_ptr() == xd.untyped_storage().data_ptr()
+                torch.testing.assert_close(g.cpu(), w)
+            with torch.no_grad():
+                want[-1].mul_(10), got[-1].mul_(10)  # seen through x and every other output
+                x.sub_(3), xd.sub_(3)
+            torch.testing.assert_close(xd.cpu(), x)
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g.cpu(), w)
+                assert g._version == xd._version
