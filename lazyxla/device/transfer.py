@@ -118,16 +118,24 @@ def _format(kwargs) -> torch.memory_format:
 
 
 def resize_(self, size, memory_format=None):
-    """Keeps the leading elements (as PyTorch's storage does); new elements are zero."""
-    size = tuple(size)
-    if tuple(self.shape) == size:
+    """Eager's resize_: the tensor keeps its storage and storage offset and takes the strides
+    eager's resize gives (contiguous, or memory_format's; unchanged for its own shape), so it still
+    aliases its base and views, and reads the storage's elements from its offset on. Growing past
+    the storage's end gives it a new buffer holding the storage's elements and zeros after them:
+    other tensors of the old storage no longer see its writes (eager grows the storage they share)."""
+    meta = torch.empty_strided(self.shape, self.stride(), dtype=self.dtype, device="meta")
+    meta.resize_(size, memory_format=memory_format)  # eager's errors and strides
+    size, stride, offset = tuple(meta.shape), meta.stride(), self.storage_offset()
+    if size == tuple(self.shape) and stride == self.stride():
         return self
-    n = 1
-    for s in size:
-        n *= s
-    flat = self.reshape(-1)
-    flat = flat[:n] if flat.numel() >= n else torch.cat([flat, flat.new_zeros(n - flat.numel())])
-    self.data = flat.reshape(size).clone()
+    need = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) if meta.numel() else 0
+    storage = self.untyped_storage()
+    with torch.no_grad():
+        if need * self.itemsize > storage.nbytes():
+            flat = self.new_empty(0).set_(storage)  # the storage's elements, in memory order
+            grown = torch.cat([flat, flat.new_zeros(need - flat.numel())])
+            storage = grown.untyped_storage()
+        set_source_storage(self, storage, offset, size, stride)
     return self
 
 

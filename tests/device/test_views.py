@@ -305,3 +305,83 @@ def test_transpose_of_a_0d_tensor_is_itself():
     y = torch.tensor(2.0, device=lazyxla.device())
     y.transpose(0, 0).mul_(2)  # written back through the view
     assert y.item() == 4.0
+
+
+def _resize_stepped_view(x):
+    y = x[:, ::2]
+    y.resize_(2)  # the storage's elements from y's offset on, contiguous
+    return y, x
+
+
+def _resize_slice_then_write(x):
+    y = x[1]
+    y.resize_(2, 2)
+    y.fill_(-1)  # still x's storage: x sees it
+    return y, x
+
+
+def _resize_base_then_write_through_a_view(x):
+    w = x[0, :2]
+    x.resize_(3)
+    w.fill_(7)
+    return x, w
+
+
+def _resize_transposed(x):
+    y = x.t()
+    y.resize_(4, 6)  # contiguous strides over the same storage
+    y.add_(10)
+    return y, x
+
+
+def _resize_to_its_own_shape_keeps_strides(x):
+    y = x.t()
+    y.resize_(6, 4)
+    return y, x
+
+
+def _resize_channels_last(x):
+    y = x.view(1, 2, 3, 4)
+    y.resize_(1, 4, 3, 2, memory_format=torch.channels_last)
+    return y, x
+
+
+def _resize_shrink_then_grow_within(x):
+    x.resize_(0)
+    x.resize_(3, 8)  # within the storage's 24 elements: its old values
+    return (x,)
+
+
+@pytest.mark.parametrize("fn", [_resize_stepped_view, _resize_slice_then_write,
+                                _resize_base_then_write_through_a_view, _resize_transposed,
+                                _resize_to_its_own_shape_keeps_strides, _resize_channels_last,
+                                _resize_shrink_then_grow_within])
+def test_resize_keeps_the_storage_and_its_aliases_as_in_eager(fn):
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    cpu, dev = fn(base.clone()), fn(base.to(lazyxla.device()))
+    for c, d in zip(cpu, dev):
+        assert (d.shape, d.stride(), d.storage_offset()) == (c.shape, c.stride(), c.storage_offset())
+        torch.testing.assert_close(d.cpu(), c)
+
+
+def test_resize_past_the_storage_keeps_its_elements_then_zeros():
+    """Eager's new elements are uninitialized memory; lazyxla's are zeros."""
+    x = torch.arange(6.0, device=lazyxla.device())
+    y = x[2:]
+    y.resize_(2, 3)
+    assert (y.shape, y.stride(), y.storage_offset()) == ((2, 3), (3, 1), 2)
+    assert y.cpu().tolist() == [[2, 3, 4], [5, 0, 0]]
+    assert x.cpu().tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_resize_raises_eagers_errors():
+    d = lazyxla.device()
+    for t, args, kwargs in ((torch.ones(2, 3, requires_grad=True), (6,), {}),
+                            (torch.ones(2), (-1,), {}),
+                            (torch.ones(2), (2,), {"memory_format": torch.preserve_format})):
+        with pytest.raises(RuntimeError) as want:
+            t.clone().resize_(*args, **kwargs) if not t.requires_grad else t.resize_(*args)
+        with pytest.raises(RuntimeError) as got:
+            td = t.detach().to(d).requires_grad_(t.requires_grad)
+            td.resize_(*args, **kwargs)
+        assert str(got.value) == str(want.value)
