@@ -11,6 +11,7 @@ call (value_checks.py).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import warnings
 
@@ -26,10 +27,21 @@ aten = torch.ops.aten
 def check(*ops):
     def deco(fn):
         for op in ops:
-            earlier = CHECKS.get(op)
-            CHECKS[op] = fn if earlier is None else _both(earlier, fn)
+            earlier, f = CHECKS.get(op), _out_dropped(op, fn)
+            CHECKS[op] = f if earlier is None else _both(earlier, f)
         return fn
     return deco
+
+
+def _out_dropped(op, fn):
+    """fn, called on an out= overload without its out= tensors where it takes none (a check of
+    the functional op's arguments: index_copy's, for index_copy.out)."""
+    outs = frozenset(a.name for a in op._schema.arguments if a.is_out)
+    try:
+        inspect.signature(fn).bind_partial(**dict.fromkeys(outs))
+    except TypeError:
+        return lambda *args, **kwargs: fn(*args, **{k: v for k, v in kwargs.items() if k not in outs})
+    return fn
 
 
 def _with_inplace(names):

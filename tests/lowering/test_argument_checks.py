@@ -317,3 +317,35 @@ def test_integer_ops_with_a_0d_value_the_dtype_cannot_hold_as_eager():
     for op in (torch.logical_and, torch.logical_or, torch.logical_xor):
         for v in (256, 3, 0):
             check(lambda x, t: (op(x, t), op(t, x)), x, torch.tensor(v))
+
+
+_MASK = torch.tensor([True, False, True])
+OUT_CALLS = {
+    "index_copy": lambda d, out: torch.index_copy(X[0].to(d), 0, torch.tensor([2, 0], device=d),
+                                                  torch.ones(2, device=d), out=out),
+    "masked_fill_scalar": lambda d, out: torch.ops.aten.masked_fill.Scalar_out(X[0].to(d), _MASK.to(d), 2.0, out=out),
+    "masked_fill_tensor": lambda d, out: torch.ops.aten.masked_fill.Tensor_out(
+        X[0].to(d), _MASK.to(d), torch.tensor(3.0, device=d), out=out),
+    "masked_scatter": lambda d, out: torch.ops.aten.masked_scatter.out(X[0].to(d), _MASK.to(d), X[1].to(d), out=out),
+    "put": lambda d, out: torch.ops.aten.put.out(X[0].to(d), torch.tensor([0, 2], device=d),
+                                                 torch.tensor([7.0, 8.0], device=d), out=out),
+    "index_copy_bad_dtype": lambda d, out: torch.index_copy(X[0].to(d), 0, torch.tensor([2, 0], device=d),
+                                                            torch.ones(2, dtype=torch.float64, device=d), out=out),
+}
+
+
+@pytest.mark.parametrize("fn", OUT_CALLS.values(), ids=OUT_CALLS.keys())
+def test_out_overloads_of_checked_ops_run_their_checks(fn):
+    """A check of an op's arguments (checks.py) also guards its out= overload, which passes the
+    out= tensor on: index_copy(..., out=) raised a TypeError from the check before."""
+    try:
+        want = fn("cpu", torch.empty(3))
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError) as got:
+            fn(D, torch.empty(3, device=D))
+        assert str(got.value) == str(e)
+        return
+    out = torch.empty(3, device=D)
+    got = fn(D, out)
+    assert got is out
+    torch.testing.assert_close(out.cpu(), want)
