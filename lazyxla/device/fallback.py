@@ -114,6 +114,9 @@ def cpu_fallback(op, args, kwargs):
     for t in lazy:
         if not supports_dtype(t.dtype):
             raise TypeError(f"lazyxla: dtype {t.dtype} is not supported ({op})")
+    if op._schema.is_mutable:
+        from .overlap import check_call  # (overlap.py reads argument trees with lazy_tensors)
+        check_call(op, args, kwargs)
     materialize(lazy)
     host = {id(t): _host_copy(t) for t in lazy}
     to_host_arg = lambda x: host.get(id(x), x) if isinstance(x, torch.Tensor) else x  # noqa: E731

@@ -68,7 +68,11 @@ def _mutating_kernel(op):
     returns = len(op._schema.returns)
     from lazyxla.ir import meta
     _write, _converted, _state_of = dispatch.write_resizing, dispatch.converted, buf.state_of
-    watch, overlap_checked = dispatch.VIEW_WATCH, overlap.checked(op)
+    watch, overlap_rule = dispatch.VIEW_WATCH, overlap.rule(op)
+    overlap_checked = overlap_rule is not None
+    # (any overlap with an input is an error, whole buffers too: index_select(x, 0, i, out=x))
+    always = overlap_checked and overlap_rule[1] == overlap.ANY
+    position_set, target_names = set(positions), {arg_names[i] for i in positions}
     device = dispatch.LAZYXLA_DEVICE
     info = dispatch.op_info(fop)
     # The dispatcher bumps an in-place or out= op's targets' version counters (its ADInplaceOrView
@@ -107,11 +111,16 @@ def _mutating_kernel(op):
             return fallback.cpu_fallback(op, args, kwargs)
         finally:
             watch.on = False
-        if overlap_checked and view_roots:  # a view was read, or is written
+        if overlap_checked and (view_roots or always):  # a view was read, or is written
             watch.roots = []
+            if always:  # the inputs apart from the written ones (x in index_select(x, .., out=x))
+                cargs = [a for i, a in enumerate(args) if i not in position_set]
+                ckw = {k: v for k, v in kwargs.items() if k not in target_names}
+            else:
+                cargs, ckw = args, kwargs
             overlap.check(flat_targets if kept is None else
                           [t for k, t in enumerate(flat_targets) if k not in kept],
-                          args, kwargs, view_roots)
+                          cargs, ckw, None if always else view_roots, overlap_rule)
         values = dispatch.output_nodes(node, spec)
         if len(values) != len(flat_targets):
             raise RuntimeError(f"lazyxla: {op} writes {len(flat_targets)} tensors, its functional "
@@ -198,6 +207,31 @@ def _variants(op):
     return out
 
 
+_EMPTY_STRIDED = (aten.empty_strided.default, aten.new_empty_strided.default)
+
+
+def _storage_of_overlapping_strides(op, kernel):
+    """empty_strided with strides under which elements share memory (`(2, 3), (0, 1)`): eager's
+    storage holds as many elements as the strides reach, so the tensor is that view of a buffer of
+    that many (its elements alias, and a write that would give two values to one element raises
+    eager's overlap error). Other strides go to the factory, which keeps their layout."""
+    names = [a.name for a in op._schema.arguments]
+    at_size, at_stride = names.index("size"), names.index("stride")
+
+    def empty_strided(*args, **kwargs):
+        size = args[at_size] if at_size < len(args) else kwargs["size"]
+        stride = args[at_stride] if at_stride < len(args) else kwargs["stride"]
+        t = kernel(*args, **kwargs)
+        if t.numel() > 1 and tuple(t.stride()) != tuple(stride):
+            probe = torch.empty_strided(size, stride, dtype=t.dtype, device="meta")
+            if torch._debug_has_internal_overlap(probe) == 1:
+                n = 1 + sum((k - 1) * st for k, st in zip(probe.shape, probe.stride()))
+                with torch.no_grad():
+                    return t.new_empty(n).as_strided(probe.shape, probe.stride())
+        return t
+    return empty_strided
+
+
 def register_all() -> None:
     lib = torch.library.Library("aten", "IMPL")
     _libs.append(lib)
@@ -220,7 +254,8 @@ def register_all() -> None:
     for op, low in list(LOWERINGS.items()):
         if not isinstance(op, torch._ops.OpOverload):
             continue
-        impl(op, _functional_kernel(op, low))
+        k = _functional_kernel(op, low)
+        impl(op, _storage_of_overlapping_strides(op, k) if op in _EMPTY_STRIDED else k)
         for v in _variants(op):
             k = _mutating_kernel(v)
             if k is not None:
