@@ -437,12 +437,18 @@ def write(t: torch.Tensor, node: Node) -> None:
 
 
 def write_resizing(t: torch.Tensor, node: Node) -> None:
-    """As write(), but an out= tensor of another shape is resized to the result (PyTorch resizes
-    out= tensors). `.data =` swaps the tensor's storage and sizes and keeps its Python identity."""
+    """As write(), but an out= tensor of another shape is resized to the result as eager resizes
+    out= tensors: within its storage it stays a tensor of that storage (ATen's fftfreq writes its
+    negative half through an empty slice of its result so). An out= tensor of an empty storage
+    (`out=torch.empty(0)`, which nothing can read through) takes a buffer of the result: `.data =`
+    swaps its storage and sizes and keeps its Python identity."""
     if tuple(t.shape) == tuple(node.shape):
         write(t, node)
-    else:
+    elif t.untyped_storage().nbytes() == 0:
         t.data = buf.wrap_node(converted(node, node.shape, t.dtype))
+    else:
+        t.resize_(node.shape)
+        write(t, node)
 
 
 def record_view(op, low: Lowering, self, args, kwargs, info=None):

@@ -385,3 +385,25 @@ def test_resize_raises_eagers_errors():
             td = t.detach().to(d).requires_grad_(t.requires_grad)
             td.resize_(*args, **kwargs)
         assert str(got.value) == str(want.value)
+
+
+def _out_resized_within_its_storage(x):
+    v = x[0, 1:4]
+    with pytest.warns(UserWarning, match="resized"):
+        torch.add(x[1, :2], 1, out=v)  # eager resizes v in place: still x's storage
+    return v, x
+
+
+def _out_from_an_empty_slice(x):
+    v = x[0, 3:3]
+    torch.ops.aten.arange.start_out(-2, 0, 1, out=v)  # ATen's fftfreq writes its result so
+    return v, x
+
+
+@pytest.mark.parametrize("fn", [_out_resized_within_its_storage, _out_from_an_empty_slice])
+def test_an_out_tensor_resized_within_its_storage_still_aliases_it(fn):
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    cpu, dev = fn(base.clone()), fn(base.to(lazyxla.device()))
+    for c, d in zip(cpu, dev):
+        assert (d.shape, d.stride(), d.storage_offset()) == (c.shape, c.stride(), c.storage_offset())
+        torch.testing.assert_close(d.cpu(), c)

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+import lazyxla
 from lazyxla.testing import check, check_grad
 
 F = torch.fft
@@ -37,3 +38,12 @@ def test_grad():
 
 def test_conj_bit_is_resolved():
     check(lambda x: [torch.conj(x) * 1, torch.conj(x).clone(), torch.conj(x).resolve_conj()], _c())
+
+
+@pytest.mark.parametrize("n,d", [(5, 0.1), (4, 1.0), (1, 1.0), (8, 0.25)])
+def test_fftfreq_made_on_the_device_is_eagers(n, d):
+    """ATen's fftfreq writes its negative half with arange into an empty slice of its result,
+    which the out= write resizes within the result's storage (it went to a buffer of its own)."""
+    dev = lazyxla.device()
+    torch.testing.assert_close(torch.fft.fftfreq(n, d, device=dev).cpu(), torch.fft.fftfreq(n, d))
+    torch.testing.assert_close(torch.fft.rfftfreq(n, d, device=dev).cpu(), torch.fft.rfftfreq(n, d))
