@@ -40,8 +40,11 @@ def _cast(value, shape, dtype, low):
                             f"PyTorch expects {tuple(shape)}")
     if value.dtype == want:
         return value
-    if want == _E4M3FN and jnp.issubdtype(value.dtype, jnp.floating):
-        value = jnp.clip(value, -448, 448)  # PyTorch saturates (inf too); XLA would give NaN
+    if want == _E4M3FN and value.dtype != jnp.bool_:
+        # PyTorch saturates (inf too, and integers: 500 gives 448); XLA would give NaN
+        if not jnp.issubdtype(value.dtype, jnp.floating):
+            value = value.astype(jnp.float32)
+        value = jnp.clip(value, -448, 448)
     return registry.astype(value, want)
 
 

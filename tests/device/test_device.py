@@ -89,6 +89,12 @@ def test_float8_round_trip_and_casts_saturate_or_overflow_as_eager(dtype):
     converted = x.to(lazyxla.device()).to(dtype)  # NaN's bit pattern may differ
     torch.testing.assert_close(converted.cpu().float(), expected.float(), equal_nan=True)
     torch.testing.assert_close(converted.float().cpu(), expected.float(), equal_nan=True)
+    for ints in (torch.tensor([500, -1000, 3, 0]), torch.tensor([200, -100, 3, 0], dtype=torch.int16),
+                 torch.tensor([True, False])):  # integers saturate too (500 gives e4m3fn's 448)
+        torch.testing.assert_close(ints.to(lazyxla.device()).to(dtype).float().cpu(),
+                                   ints.to(dtype).float(), equal_nan=True)
+        into = torch.zeros(ints.shape, dtype=dtype, device=lazyxla.device()).copy_(ints.to(lazyxla.device()))
+        torch.testing.assert_close(into.float().cpu(), ints.to(dtype).float(), equal_nan=True)
 
 
 def test_int64_is_not_truncated():
