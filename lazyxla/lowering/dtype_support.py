@@ -4,7 +4,8 @@ Meta kernels infer shapes for any dtype, and XLA computes with most: `complex < 
 `maximum` of complex tensors, `abs`/`mm`/`conv` of bools, `gelu` or `floor` of integers, `bool -
 float` all gave results where eager raises ("not implemented for 'ComplexFloat'", "Subtraction
 ... with a bool tensor is not supported"); bitwise ops, shifts and gcd of floats failed only when
-the program compiled. Once per signature (ir/meta.py: SIGNATURE_CHECKS; for a decomposed op,
+the program compiled; `uint16 + int64` wrapped around in uint16 where eager refuses to promote
+(uint16/32/64 and float8 with another dtype). Once per signature (ir/meta.py: SIGNATURE_CHECKS; for a decomposed op,
 meta.check_signature), a call runs eager's CPU kernel on zero stand-ins of its arguments, and an
 error of dtype support is raised as eager raised it. Other errors of the stand-ins (their shapes,
 their values) are not the call's and are ignored. Elementwise ops, reductions, sorts, matrix
@@ -32,7 +33,8 @@ _DTYPE_ERRORS = re.compile(
     r"complex|inputs not supported for|with (a|two) bool tensors? is not supported|Expected both "
     r"inputs to be Half, Float or Double tensors but got (?!Half|BFloat16|Float|Double)|Integer "
     r"division with addcdiv is no longer supported|to be non-complex|result type \w+ can't be "
-    r"cast to the desired output type|cannot be converted to type \w+ without overflow")
+    r"cast to the desired output type|cannot be converted to type \w+ without overflow|"
+    r"^Promotion for (uint16, uint32, uint64 types|Float8 Types) is not supported")
 # Dtypes a kernel needs to agree: an out= tensor of a dtype it does not write (the meta kernels
 # cast to any), lerp's and heaviside's inputs. Always eager's error, half dtypes included.
 _DTYPES_DISAGREE = re.compile(
@@ -55,7 +57,7 @@ _ONE, _SHAPED = "one element", "shaped"
 _SAFE = frozenset(("sort", "argsort", "msort", "median", "nanmedian", "mode", "cummax", "cummin",
                    "mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "mv", "dot", "vdot",
                    "trace", "_softmax", "_log_softmax", "floor_divide", "complex", "polar", "rsub",
-                   "_addmm_activation", "_weight_norm_interface"))
+                   "_addmm_activation", "_weight_norm_interface", "cat"))
 # Ops whose kernels need their arguments' shapes to agree (a kernel size, k, a target per row)
 # run on zeros of the call's own shapes, and only for a complex, bool or integer input (their
 # first tensor: an integer target or index is theirs by design), result dtype, or any complex

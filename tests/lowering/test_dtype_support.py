@@ -112,6 +112,16 @@ REJECTED.update({
     "geometric_bool": lambda d: _of(BO, 3)(d).geometric_(0.5),
     "geometric_complex": lambda d: _of(CF, 3)(d).geometric_(0.5),
     "log_normal_long": lambda d: _of(L, 3)(d).log_normal_(),
+    # promotions eager refuses: uint16/32/64 with another dtype, float8 with another dtype (the
+    # meta kernels promote them: `u16 + i64` wrapped around in uint16)
+    "uint16_add_int64": lambda d: _of(torch.uint16, 3)(d) + _of(L, 3)(d),
+    "uint32_mul_int32": lambda d: _of(torch.uint32, 3)(d) * _of(torch.int32, 3)(d),
+    "uint16_add_uint32": lambda d: _of(torch.uint16, 3)(d) + _of(torch.uint32, 3)(d),
+    "uint64_eq_int64": lambda d: _of(torch.uint64, 3)(d) == _of(L, 3)(d),
+    "uint16_add_int64_in_place": lambda d: _of(torch.uint16, 3)(d).add_(_of(L, 3)(d)),
+    "uint16_cat_int32": lambda d: torch.cat([_of(torch.uint16, 3)(d), _of(torch.int32, 3)(d)]),
+    "float8_add_float": lambda d: _of(torch.float8_e4m3fn, 3)(d) + _of(torch.float32, 3)(d),
+    "float8_cat_float": lambda d: torch.cat([_of(torch.float8_e5m2, 3)(d), _of(torch.float32, 3)(d)]),
 })
 
 
