@@ -5,8 +5,8 @@ Meta kernels infer shapes for any dtype, and XLA computes with most: `complex < 
 float` all gave results where eager raises ("not implemented for 'ComplexFloat'", "Subtraction
 ... with a bool tensor is not supported"); bitwise ops, shifts and gcd of floats failed only when
 the program compiled; `uint16 + int64` wrapped around in uint16 where eager refuses to promote
-(uint16/32/64 and float8 with another dtype). Once per signature (ir/meta.py: SIGNATURE_CHECKS; for a decomposed op,
-meta.check_signature), a call runs eager's CPU kernel on zero stand-ins of its arguments, and an
+(uint16/32/64 and float8 with another dtype). Once per signature (ir/meta.py: SIGNATURE_CHECKS;
+for a decomposed op, meta.check_signature), a call runs eager's CPU kernel on zero stand-ins of its arguments, and an
 error of dtype support is raised as eager raised it. Other errors of the stand-ins (their shapes,
 their values) are not the call's and are ignored. Elementwise ops, reductions, sorts, matrix
 products and _foreach ops run on one-element stand-ins. Ops whose kernels need their shapes to agree

@@ -222,12 +222,53 @@ def linalg_cross(a, b, dim=-1):
 # ------------------------------------------------------------------------------ LAPACK-backed ops
 
 def _lu(a):
-    """LAPACK getrf: (LU, 1-based int32 pivots, sign of the permutation)."""
+    """LAPACK getrf: (LU, 1-based int32 pivots, sign of the permutation). A matrix whose factor
+    has a NaN is factored again by `_getf2` (a select: the cost of others is one isnan pass)."""
     lu, piv, _ = lax.linalg.lu(a)
+    if lu.size:
+        nan = jnp.any(jnp.isnan(lu), axis=(-2, -1))
+        lu, piv = lax.cond(jnp.any(nan), lambda: _where_nan(nan, _getf2(a), (lu, piv)),
+                           lambda: (lu, piv))
     n = piv.shape[-1]  # min(m, n)
     swaps = jnp.sum(piv != jnp.arange(n, dtype=piv.dtype), axis=-1)
     sign = jnp.where(swaps % 2 == 0, 1, -1).astype(a.dtype)
     return lu, (piv + 1).astype(jnp.int32), sign
+
+
+def _where_nan(nan, exact, fast):
+    return tuple(jnp.where(nan.reshape(nan.shape + (1,) * (x.ndim - nan.ndim)), x, y)
+                 for x, y in zip(exact, fast))
+
+
+def _getf2(a):
+    """LAPACK's unblocked getf2, step by step: (LU, 0-based pivots). XLA's LU treats a NaN pivot
+    as a zero one (its column is left unscaled, the trailing matrix stays finite and may get an
+    exact zero pivot: info 2 and an inverse of infs for [[nan, 1], [1, 1]]); LAPACK divides by
+    it, so the column and the trailing matrix become NaN and info counts exact zeros only (eager:
+    inv and solve all NaN, info 0). The pivot is idamax's: the first largest magnitude, NaN never
+    larger, except a NaN first, which no later element exceeds (|re| + |im| for complex)."""
+    m, n = a.shape[-2:]
+    rows, cols = jnp.arange(m), jnp.arange(n)
+
+    def step(j, state):
+        a, piv = state
+        col = a[..., :, j]
+        mag = jnp.abs(col.real) + jnp.abs(col.imag) if jnp.iscomplexobj(col) else jnp.abs(col)
+        first_nan = jnp.isnan(jnp.take(mag, j, axis=-1))
+        cand = jnp.where(rows >= j, jnp.where(jnp.isnan(mag), -1, mag), -2)
+        p = jnp.where(first_nan, j, jnp.argmax(cand, axis=-1))
+        swap = jnp.where(rows == j, p[..., None], jnp.where(rows == p[..., None], j, rows))
+        a = jnp.take_along_axis(a, swap[..., :, None], axis=-2)
+        pivot = jnp.take(a[..., j, :], j, axis=-1)[..., None]
+        col = a[..., :, j]
+        scaled = jnp.where((rows > j) & (pivot != 0), col / jnp.where(pivot != 0, pivot, 1), col)
+        trailing = (rows > j)[:, None] & (cols > j)[None, :]
+        a = jnp.where(trailing, a - scaled[..., :, None] * a[..., j, None, :], a)
+        a = jnp.where(cols == j, scaled[..., :, None], a)
+        return a, piv.at[..., j].set(p.astype(piv.dtype))
+
+    k = min(m, n)
+    return lax.fori_loop(0, k, step, (a, jnp.zeros(a.shape[:-2] + (k,), jnp.int32)))
 
 
 def _getrf_info(lu):
