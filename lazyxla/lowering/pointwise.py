@@ -568,6 +568,13 @@ register(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
 register(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
          aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Tensor, aten.__rshift__.Scalar,
          meta=True)(_bitwise(_shift_right))
+# `bools << 1` is int64 in eager, as bitwise_left_shift's; PyTorch's meta kernel of __lshift__ and
+# __rshift__ refuses bools
+for _op, _as in ((aten.__lshift__.Tensor, aten.bitwise_left_shift.Tensor),
+                 (aten.__lshift__.Scalar, aten.bitwise_left_shift.Tensor_Scalar),
+                 (aten.__rshift__.Tensor, aten.bitwise_right_shift.Tensor),
+                 (aten.__rshift__.Scalar, aten.bitwise_right_shift.Tensor_Scalar)):
+    meta.META_KERNELS[_op] = _as
 
 
 @register(aten._efficientzerotensor.default, meta=True)

@@ -531,3 +531,22 @@ def test_trunc_division_by_a_scalar_divides_exactly():
         check(lambda x: (torch.div(x, 0.3, rounding_mode="trunc"),
                          torch.div(x, torch.tensor([0.3], dtype=dt, device=x.device), rounding_mode="trunc")),
               x, atol=0, rtol=0)
+
+
+
+SHIFTS = {
+    "lshift_int": lambda a, d: a << 1,
+    "rshift_int": lambda a, d: a >> 1,
+    "lshift_tensor": lambda a, d: a << torch.tensor([1, 2], device=d),
+    "rshift_tensor": lambda a, d: a >> torch.tensor([0, 1], device=d),
+    "rlshift": lambda a, d: 3 << a,
+}
+
+
+@pytest.mark.parametrize("fn", SHIFTS.values(), ids=SHIFTS.keys())
+def test_shifting_bools_gives_eagers_int64(fn):
+    """PyTorch's meta kernels of << and >> refuse bools; eager shifts them as int64."""
+    a = torch.tensor([True, False])
+    want, got = fn(a, "cpu"), fn(a.to(lazyxla.device()), lazyxla.device())
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)
