@@ -157,7 +157,10 @@ def type_name(dtype: torch.dtype) -> str:
             torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
             torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool",
             torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
-            torch.complex32: "ComplexHalf"}.get(dtype, str(dtype))
+            torch.complex32: "ComplexHalf", torch.uint16: "UInt16", torch.uint32: "UInt32",
+            torch.uint64: "UInt64", torch.float8_e4m3fn: "Float8_e4m3fn",
+            torch.float8_e5m2: "Float8_e5m2", torch.float8_e4m3fnuz: "Float8_e4m3fnuz",
+            torch.float8_e5m2fnuz: "Float8_e5m2fnuz"}.get(dtype, str(dtype))
 
 
 def cpp_type_name(dtype: torch.dtype) -> str:

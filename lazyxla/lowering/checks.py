@@ -149,12 +149,21 @@ def _lerp(x, *args, **kwargs):
         _floating(x, "lerp_kernel_scalar")
 
 
+# no random kernel draws float8 values (eager's CPU and CUDA kernels lack them all)
+_FLOAT8 = frozenset((torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+                     torch.float8_e5m2fnuz))
+
+
+def _drawn(allowed):
+    return lambda dtype: allowed(dtype) and dtype not in _FLOAT8
+
+
 def _random_floating(kernel):
     def fn(*args, dtype=None, **kwargs):
         like = next((a for a in args if isinstance(a, torch.Tensor)), None)
         dtype = dtype if dtype is not None else (like.dtype if like is not None else None)
         if dtype is not None:
-            _require(dtype, kernel)
+            _require(dtype, kernel, _drawn(_inexact))
     return fn
 
 
@@ -164,7 +173,7 @@ check(*ops_named("uniform", "rand", "rand_like"))(_random_floating("check_unifor
 
 def _random_dtypes(kernel, allowed):
     def fn(x, *args, **kwargs):
-        _require(x.dtype, kernel, allowed)
+        _require(x.dtype, kernel, _drawn(allowed))
     return fn
 
 
@@ -190,17 +199,19 @@ check(aten.bernoulli.p, aten.bernoulli_.float)(_random_dtypes("bernoulli_scalar_
 
 @check(aten.bernoulli.default, aten.bernoulli.Tensor, aten.bernoulli_.Tensor)
 def _bernoulli(x, p=None, generator=None):
-    _require(x.dtype, "bernoulli_tensor_cpu_self_", _real)
+    _require(x.dtype, "bernoulli_tensor_cpu_self_", _drawn(_real))
     _require((x if p is None else p).dtype, "bernoulli_tensor_cpu_p_", _floating_only)
 
 
 check(aten.random.default)(_random_dtypes("random_kernel_cpu", _real))
+check(*ops_named("exponential", "exponential_"))(_random_dtypes("exponential_cpu", lambda d: True))
+check(*ops_named("cauchy", "cauchy_"))(_random_dtypes("cauchy_cpu", lambda d: True))
 
 
 @check(*ops_named("randperm"))
 def _randperm(n, *args, dtype=None, **kwargs):
     if dtype is not None:
-        _require(dtype, "randperm", _real_number)
+        _require(dtype, "randperm", _drawn(_real_number))
 
 
 @check(aten.normal.float_Tensor, aten.normal.Tensor_Tensor)
@@ -216,6 +227,8 @@ def _native_dropout(x, p, train):
     if train is not False and x.numel() and not _inexact(x.dtype):
         raise RuntimeError(f"result type Float can't be cast to the desired output type "
                            f"{type_name(x.dtype)}")
+    if train is not False and x.numel():
+        _require(x.dtype, "bernoulli_scalar_cpu_", _drawn(lambda d: True))
 
 
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.uint8, torch.bool)
@@ -457,6 +470,7 @@ def _multinomial(probs, num_samples, replacement=False, *, generator=None):
     if not probs.dtype.is_floating_point:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{type_name(probs.dtype)}")
+    _require(probs.dtype, "aminmax_cpu", _drawn(lambda d: True))
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and num_samples > probs.shape[-1]:

@@ -122,6 +122,23 @@ REJECTED.update({
     "uint16_cat_int32": lambda d: torch.cat([_of(torch.uint16, 3)(d), _of(torch.int32, 3)(d)]),
     "float8_add_float": lambda d: _of(torch.float8_e4m3fn, 3)(d) + _of(torch.float32, 3)(d),
     "float8_cat_float": lambda d: torch.cat([_of(torch.float8_e5m2, 3)(d), _of(torch.float32, 3)(d)]),
+    # no random kernel draws float8 values
+    **{f"float8_{name}": fn for name, fn in {
+        "rand": lambda d: torch.rand(3, dtype=torch.float8_e4m3fn, device=d),
+        "randn": lambda d: torch.randn(3, dtype=torch.float8_e5m2, device=d),
+        "uniform_": lambda d: _of(torch.float8_e4m3fn, 3)(d).uniform_(),
+        "normal_": lambda d: _of(torch.float8_e4m3fnuz, 3)(d).normal_(),
+        "bernoulli_": lambda d: _of(torch.float8_e4m3fn, 3)(d).bernoulli_(0.5),
+        "random_": lambda d: _of(torch.float8_e4m3fn, 3)(d).random_(),
+        "random_to": lambda d: _of(torch.float8_e4m3fn, 3)(d).random_(0, 3),
+        "exponential_": lambda d: _of(torch.float8_e5m2fnuz, 3)(d).exponential_(),
+        "cauchy_": lambda d: _of(torch.float8_e4m3fn, 3)(d).cauchy_(),
+        "log_normal_": lambda d: _of(torch.float8_e4m3fn, 3)(d).log_normal_(),
+        "geometric_": lambda d: _of(torch.float8_e4m3fn, 3)(d).geometric_(0.5),
+        "multinomial": lambda d: torch.multinomial(_of(torch.float8_e4m3fn, 3)(d), 1),
+        "randint": lambda d: torch.randint(0, 3, (3,), dtype=torch.float8_e4m3fn, device=d),
+        "randperm": lambda d: torch.randperm(3, dtype=torch.float8_e4m3fn, device=d),
+    }.items()},
 })
 
 
