@@ -223,10 +223,10 @@ def linalg_cross(a, b, dim=-1):
 
 def _lu(a):
     """LAPACK getrf: (LU, 1-based int32 pivots, sign of the permutation). A matrix whose factor
-    has a NaN is factored again by `_getf2` (a select: the cost of others is one isnan pass)."""
+    is not finite is factored again by `_getf2` (the cost of the others: one isfinite pass)."""
     lu, piv, _ = lax.linalg.lu(a)
     if lu.size:
-        nan = jnp.any(jnp.isnan(lu), axis=(-2, -1))
+        nan = ~jnp.all(jnp.isfinite(lu), axis=(-2, -1))
         lu, piv = lax.cond(jnp.any(nan), lambda: _where_nan(nan, _getf2(a), (lu, piv)),
                            lambda: (lu, piv))
     n = piv.shape[-1]  # min(m, n)
@@ -261,7 +261,10 @@ def _getf2(a):
         a = jnp.take_along_axis(a, swap[..., :, None], axis=-2)
         pivot = jnp.take(a[..., j, :], j, axis=-1)[..., None]
         col = a[..., :, j]
-        scaled = jnp.where((rows > j) & (pivot != 0), col / jnp.where(pivot != 0, pivot, 1), col)
+        # (as LAPACK: times the reciprocal, divided where that would overflow)
+        safe = jnp.where(pivot != 0, pivot, 1)
+        quot = jnp.where(jnp.abs(pivot) < jnp.finfo(a.dtype).tiny, col / safe, col * (1 / safe))
+        scaled = jnp.where((rows > j) & (pivot != 0), quot, col)
         trailing = (rows > j)[:, None] & (cols > j)[None, :]
         a = jnp.where(trailing, a - scaled[..., :, None] * a[..., j, None, :], a)
         a = jnp.where(cols == j, scaled[..., :, None], a)
