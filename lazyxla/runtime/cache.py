@@ -147,7 +147,10 @@ class CompilationCache:
 
 # ---------------------------------------------------------------- persistent cache (on disk)
 
-_MAGIC = b"LAZYXLA-CACHE-1\n"
+# 2: the digest covers the entry's key too (an entry copied under another program's key ran that
+# other program, its digest intact)
+_MAGIC = b"LAZYXLA-CACHE-2\n"
+_FORMAT = b"LAZYXLA-CACHE-"
 _persistent_path: str | None = None
 _listeners_installed = False
 
@@ -159,16 +162,24 @@ def _on_event(event: str, **kwargs) -> None:
         metrics.counter_inc("PersistentCacheMiss")
 
 
-def _wrap_value(payload: bytes) -> bytes:
-    return _MAGIC + hashlib.sha256(payload).digest() + payload
+def _digest(key: str, payload: bytes) -> bytes:
+    return hashlib.sha256(key.encode() + b"\n" + payload).digest()
 
 
-def _unwrap_value(blob: bytes) -> bytes | None:
+def _wrap_value(key: str, payload: bytes) -> bytes:
+    return _MAGIC + _digest(key, payload) + payload
+
+
+_STALE = object()  # an entry of another version of lazyxla's format
+
+
+def _unwrap_value(key: str, blob: bytes):
+    """The payload; None for a corrupt entry (or one stored under another key); _STALE."""
     n = len(_MAGIC)
     if len(blob) < n + 32 or blob[:n] != _MAGIC:
-        return None
+        return _STALE if blob[:len(_FORMAT)] == _FORMAT and blob[:n] != _MAGIC else None
     digest, payload = blob[n:n + 32], blob[n + 32:]
-    return payload if hashlib.sha256(payload).digest() == digest else None
+    return payload if _digest(key, payload) == digest else None
 
 
 def _make_verified_cache(base, readonly: bool):
@@ -185,7 +196,10 @@ def _make_verified_cache(base, readonly: bool):
             blob = self._base.get(key)
             if blob is None:
                 return None
-            payload = _unwrap_value(blob)
+            payload = _unwrap_value(key, blob)
+            if payload is _STALE:  # (written by another lazyxla version: replaced, quietly)
+                self._remove(key)
+                return None
             if payload is None:
                 metrics.counter_inc("PersistentCacheCorrupt")
                 warnings.warn(f"lazyxla: persistent cache entry {key} failed its integrity check; "
@@ -196,7 +210,12 @@ def _make_verified_cache(base, readonly: bool):
 
         def put(self, key, value):
             if not readonly:
-                self._base.put(key, _wrap_value(value))
+                if self._path is not None:  # JAX's write would follow a link out of the cache
+                    for p in self._path.glob(f"{key}*"):
+                        if p.is_symlink():
+                            self._remove(key)
+                            break
+                self._base.put(key, _wrap_value(key, value))
 
         def _remove(self, key):
             if readonly or self._path is None:

@@ -167,3 +167,54 @@ def test_unusable_persistent_cache_path(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "OK [0.0, 2.0, 4.0] None" in out.stdout
     assert "LAZYXLA_PERSISTENT_CACHE_PATH=" in out.stderr and "cannot be used" in out.stderr
+
+
+_OP_PROGRAM = textwrap.dedent("""
+    import sys, torch, lazyxla
+    lazyxla.initialize_cache(sys.argv[1])
+    op = getattr(torch, sys.argv[2])
+    x = torch.arange(4.0) / 10
+    y = op(x.to(lazyxla.device())).cpu()
+    torch.testing.assert_close(y, op(x))
+    m = lazyxla.metrics
+    print("HIT", m.counter_value("PersistentCacheHit") or 0, "MISS", m.counter_value("PersistentCacheMiss") or 0,
+          "CORRUPT", m.counter_value("PersistentCacheCorrupt") or 0)
+""")
+
+
+def _run_op(path, op):
+    out = subprocess.run([sys.executable, "-c", _OP_PROGRAM, str(path), op], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("HIT")][-1].split()
+    return {line[i]: int(line[i + 1]) for i in range(0, len(line), 2)}, out.stderr
+
+
+def _entries(path):
+    return {p.name for p in path.iterdir() if p.name.endswith("-cache")}
+
+
+def test_an_entry_is_bound_to_its_program_links_are_not_followed_old_formats_are_replaced(tmp_path):
+    """Untrusted entries: one copied under another program's key, intact, is rejected (it ran the
+    other program: sigmoid's values for tanh); a link in the cache is never written through; an
+    entry of an earlier version of the format is replaced without a warning."""
+    cache = tmp_path / "cache"
+    _run_op(cache, "tanh")
+    tanh = _entries(cache)
+    _run_op(cache, "sigmoid")
+    (sigmoid,), (tanh,) = _entries(cache) - tanh, tanh
+    (cache / tanh).write_bytes((cache / sigmoid).read_bytes())
+    outside = tmp_path / "outside"
+    (cache / sigmoid).unlink()
+    (cache / sigmoid).symlink_to(outside)
+    got, err = _run_op(cache, "tanh")  # (the program asserts its values)
+    assert got["CORRUPT"] == 1 and "integrity" in err
+    got, _ = _run_op(cache, "sigmoid")
+    assert not outside.exists() and not (cache / sigmoid).is_symlink()
+    assert got["MISS"] >= 1
+    blob = (cache / tanh).read_bytes()
+    (cache / tanh).write_bytes(b"LAZYXLA-CACHE-1\n" + blob[len(b"LAZYXLA-CACHE-2\n"):])
+    got, err = _run_op(cache, "tanh")
+    assert got["CORRUPT"] == 0 and got["HIT"] == 0 and "integrity" not in err
+    got, _ = _run_op(cache, "tanh")
+    assert got["HIT"] >= 1 and got["MISS"] == 0
