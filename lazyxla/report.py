@@ -105,6 +105,8 @@ def load_report(path: str) -> dict:
             rep = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path} is not a lazyxla run report: not JSON text ({e})") from None
+    except RecursionError:  # ([[[[...]]]] deeper than Python's parser recurses)
+        raise ValueError(f"{path} is not a lazyxla run report: JSON nested too deeply") from None
     if not isinstance(rep, dict) or not {"counters", "graphs", "retraces", "fallbacks"} <= rep.keys():
         raise ValueError(f"{path} is not a lazyxla run report")
     rep.setdefault("times", {})
@@ -123,6 +125,8 @@ _RECORDS = {"graphs": {"hash": _STR, "ops": int, "inputs": int, "outputs": int, 
             "partitions": {"partitions": int, "unsupported": list},
             "fallbacks": {"op": _STR, "count": int, "sites": dict},
             "times": {"count": int, "total_ms": _NUM}}
+# the fields a record may lack (older reports), checked where present
+_OPTIONAL = {"graphs": {"quick": bool, "offsets": int}}
 
 
 def _problem(rep) -> str | None:
@@ -139,6 +143,9 @@ def _problem(rep) -> str | None:
             if not isinstance(r, dict) or any(not isinstance(r.get(k), t) or isinstance(r.get(k), bool)
                                               for k, t in fields.items()):
                 return f"an entry of {field} lacks one of {', '.join(fields)} or has the wrong type"
+            for k, t in _OPTIONAL.get(field, {}).items():
+                if k in r and (not isinstance(r[k], t) or (t is int and isinstance(r[k], bool))):
+                    return f"{field}' {k} must be {t.__name__}"
     if not all(isinstance(n, int) for f in rep["fallbacks"] for n in f["sites"].values()):
         return "fallbacks' sites must map source lines to call counts"
     return None

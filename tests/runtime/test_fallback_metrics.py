@@ -57,11 +57,15 @@ def test_saved_report_prints_and_a_bad_file_is_one_line(fresh_metrics, tmp_path,
              "retraces.json": dict(rep, retraces=5),
              "graph.json": dict(rep, graphs=[{"hash": 1}]),
              "sites.json": dict(rep, fallbacks=[{"op": "x", "count": 1, "sites": {"a": "b"}}]),
-             "counters.json": dict(rep, counters={"MarkStep": "many"})}
+             "counters.json": dict(rep, counters={"MarkStep": "many"}),
+             "offsets.json": dict(rep, graphs=[{"hash": "a", "ops": 1, "inputs": 1, "outputs": 1,
+                                                "ms": 1.0, "offsets": "2"}]),
+             "deep.json": "[" * 100000 + "]" * 100000}
     expected = {"missing.json": "No such file", "text.json": "not JSON text",
                 "binary.json": "not JSON text", "list.json": "is not a lazyxla run report",
                 "retraces.json": "retraces has the wrong type", "graph.json": "an entry of graphs",
-                "sites.json": "sites must map", "counters.json": "counters must map"}
+                "sites.json": "sites must map", "counters.json": "counters must map",
+                "offsets.json": "offsets must be int", "deep.json": "nested too deeply"}
     for name, content in cases.items():
         path = tmp_path / name
         if isinstance(content, bytes):
