@@ -151,7 +151,11 @@ def command_line(quick=False, threads=1, workloads=None, modes=None, systems=Non
 def main(quick=False, peer_python=(), threads=1, workloads=None, modes=None, systems=None,
          dynamic=True, out_dir=None, timeout=None) -> int:
     out_dir = Path(out_dir) if out_dir else RESULTS
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # (a file of that name, a parent that cannot hold directories)
+        print(f"lazyxla bench: --out {out_dir}: {e.strerror or e}", file=sys.stderr)
+        return 2
     t_start = time.perf_counter()
     timeout = timeout or (240 if quick else 900)
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": quick, "threads": threads,
@@ -468,7 +472,11 @@ def chart(results, path, meta):
 def profile(out_dir=None, calls=3000, threads=1) -> int:
     """cProfile the compiled MLP inference call, in a subprocess (benchmarks/profile_call.py)."""
     out_dir = Path(out_dir) if out_dir else RESULTS
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # (a file of that name, a parent that cannot hold directories)
+        print(f"lazyxla bench: --out {out_dir}: {e.strerror or e}", file=sys.stderr)
+        return 2
     p = subprocess.run([sys.executable, "-m", "benchmarks.profile_call", str(out_dir / "profile.txt"),
                         str(calls), str(threads)], cwd=ROOT, env=_env(threads))
     return p.returncode
@@ -491,6 +499,8 @@ def check_arguments(args) -> str | None:
     otherwise run nothing (or everything) and still write a report."""
     if args.threads < 1:
         return f"--threads must be at least 1, got {args.threads}"
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        return f"--out {args.out} is a file, not a directory"
     for option, valid in (("workloads", WORKLOADS), ("modes", ("infer", "train")),
                           ("systems", LOCAL_SYSTEMS)):
         given = getattr(args, option)

@@ -123,7 +123,7 @@ def _init_from_env() -> None:
     if path:
         try:
             initialize_cache(path)
-        except OSError as e:
+        except (OSError, ValueError) as e:
             warnings.warn(f"LAZYXLA_PERSISTENT_CACHE_PATH={path!r} cannot be used ({e}); "
                           "lazyxla compiles without a persistent cache", stacklevel=2)
 

@@ -241,7 +241,13 @@ def initialize_persistent_cache(path: str, readonly: bool = False) -> None:
     import jax
     from jax._src import compilation_cache as cc
 
-    path = os.path.abspath(os.fspath(path))
+    path = os.fsdecode(os.fspath(path))
+    if not path.strip():  # (abspath would make it the working directory)
+        raise ValueError("lazyxla: the persistent cache path is empty")
+    if "://" in path:
+        raise ValueError(f"lazyxla: the persistent cache path {path!r} is a URL; lazyxla caches "
+                         "in a local directory")
+    path = os.path.abspath(path)
     if not readonly:
         try:
             os.makedirs(path, exist_ok=True)

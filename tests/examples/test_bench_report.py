@@ -113,10 +113,11 @@ def test_bench_command_line_is_checked_before_any_job():
     for argv, message in ((["--threads", "0"], "--threads must be at least 1"),
                           (["--workloads", "mlp,nope"], "--workloads: unknown ['nope']"),
                           (["--modes", "eval"], "--modes: unknown ['eval']; choose from infer,train"),
-                          (["--systems", "torch_xla"], "run from --peer-python")):
+                          (["--systems", "torch_xla"], "run from --peer-python"),
+                          (["--out", __file__], "is a file, not a directory")):
         assert message in suite.check_arguments(ap.parse_args(argv))
         with pytest.raises(SystemExit) as e:
-            suite.cli(argv + ["--out", "/nonexistent/never-written"])
+            suite.cli(argv + ([] if "--out" in argv else ["--out", "/nonexistent/never-written"]))
         assert e.value.code == 2
     assert suite.check_arguments(ap.parse_args(["--workloads", "mlp,gpt", "--modes", "train",
                                                 "--systems", "eager,compiled"])) is None

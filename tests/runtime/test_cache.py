@@ -158,6 +158,11 @@ def test_unusable_persistent_cache_path(tmp_path):
         lazyxla.initialize_cache(str(blocker), readonly=True)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         lazyxla.initialize_cache(str(tmp_path / "nowhere"), readonly=True)
+    for blank in ("", "  "):  # (not the working directory)
+        with pytest.raises(ValueError, match="path is empty"):
+            lazyxla.initialize_cache(blank)
+    with pytest.raises(ValueError, match="is a URL"):
+        lazyxla.initialize_cache("gs://bucket/cache")
     env = dict(os.environ, LAZYXLA_PERSISTENT_CACHE_PATH=str(blocker / "cache"))
     program = ("import torch, lazyxla; d = lazyxla.device(); "
                "print('OK', (torch.arange(3.0, device=d) * 2).cpu().tolist(), "
