@@ -7,15 +7,19 @@ products accumulate in float32. `beta`/`alpha` are traced Scalars; beta == 0 ign
 entirely (NaN/inf there do not propagate), as in PyTorch."""
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
 from .exact_arith import rounder
 from .pointwise import is_one
-from .registry import LU_PIVOTS, aten, check_values, register
+from . import registry
+from .registry import CHECK_ERRORS, LU_PIVOTS, aten, check_values, register
 
 _HI = lax.Precision.HIGHEST
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
@@ -222,8 +226,10 @@ def linalg_cross(a, b, dim=-1):
 # ------------------------------------------------------------------------------ LAPACK-backed ops
 
 def _lu(a):
-    """LAPACK getrf: (LU, 1-based int32 pivots, sign of the permutation). A matrix whose factor
-    is not finite is factored again by `_getf2` (the cost of the others: one isfinite pass)."""
+    """LAPACK getrf: (LU, 1-based int32 pivots, sign of the permutation). XLA's LU and LAPACK's
+    part where a NaN or inf enters (a pivot, or the pivot search of a column holding a NaN), so
+    a matrix whose factor is not finite is factored again by `_getf2` (the cost for the others:
+    one isfinite pass over the factor and a conditional; a pivot's alone misses a NaN below)."""
     lu, piv, _ = lax.linalg.lu(a)
     if lu.size:
         nan = ~jnp.all(jnp.isfinite(lu), axis=(-2, -1))
@@ -358,9 +364,7 @@ def _lu_solve_left(lu, piv, b, adjoint):
     return jnp.take_along_axis(z, inv[..., :, None], axis=-2)
 
 
-@register(aten.linalg_lu_solve.default)
-def linalg_lu_solve(lu, piv, b, left=True, adjoint=False):
-    check_values((piv < 1) | (piv > lu.shape[-2]), LU_PIVOTS)  # getrf's are 1-based, <= n
+def _lu_solve(lu, piv, b, left, adjoint):
     if left:
         return _lu_solve_left(lu, piv, b, adjoint)
     # X A = B  <=>  A^H X^H = B^H ;  X A^H = B  <=>  A X^H = B^H
@@ -368,9 +372,18 @@ def linalg_lu_solve(lu, piv, b, left=True, adjoint=False):
     return jnp.conj(jnp.swapaxes(_lu_solve_left(lu, piv, bh, not adjoint), -1, -2))
 
 
+@register(aten.linalg_lu_solve.default)
+def linalg_lu_solve(lu, piv, b, left=True, adjoint=False):
+    check_values((piv < 1) | (piv > lu.shape[-2]), LU_PIVOTS)  # getrf's are 1-based, <= n
+    return _lu_solve(lu, piv, b, left, adjoint)
+
+
 @register(aten.linalg_inv_ex.default)
 def linalg_inv_ex(a, check_errors=False):
-    return jnp.linalg.inv(a), _getrf_info(_lu(a)[0])
+    # (from the one LU that gives info, as eager's getrf + getrs: NaN input gives all NaN)
+    lu, piv, _ = _lu(a)
+    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    return (_lu_solve_left(lu, piv, eye, False) if a.size else a), _getrf_info(lu)
 
 
 def _cholesky_info(a):
@@ -414,20 +427,9 @@ def linalg_solve_ex(a, b, left=True, check_errors=False, _meta=None):
     (rshape, _), = _meta[:1]
     vector = len(rshape) == a.ndim - 1
     if vector:
-        b = b[..., None]
-    if not left:  # X A = B  <=>  A^T X^T = B^T
-        a_s, b_s = jnp.swapaxes(a, -1, -2), jnp.swapaxes(b, -1, -2)
-    else:
-        a_s, b_s = a, b
-    batch = jnp.broadcast_shapes(a_s.shape[:-2], b_s.shape[:-2])
-    a_b = jnp.broadcast_to(a_s, batch + a_s.shape[-2:])
-    b_b = jnp.broadcast_to(b_s, batch + b_s.shape[-2:])
-    x = jnp.linalg.solve(a_b, b_b)
-    if not left:
-        x = jnp.swapaxes(x, -1, -2)
-    if vector:
-        x = x[..., 0]
-    lu, piv, _ = _lu(a)
+        b = b[..., None] if left else b[..., None, :]
+    lu, piv, _ = _lu(a)  # (one LU: the solution's, the result's and info's)
+    x = _lu_solve(lu, piv, b, left, False) if a.size else jnp.zeros(rshape, a.dtype)
     return x.reshape(rshape), lu, piv, _getrf_info(lu)
 
 
@@ -448,8 +450,51 @@ def linalg_qr(a, mode="reduced", _meta=None):
     return jnp.linalg.qr(a, mode=mode)
 
 
+# ------------------------------------------------ errors of LAPACK's status, deferred (registry)
+# Eager's svd and cholesky_inverse kernels read a status and raise; XLA computes regardless, so a
+# deferred check reports eager's error at the next read: one flag per error eager can word
+# (each failing batch element or diagonal index) up to _FLAGS, then one for any later.
+_FLAGS = 16
+_SVD_NAN = ("linalg.svd: {}The algorithm failed to converge because the input matrix contained "
+            "non-finite values.")
+_CHOLESKY_INVERSE_ZERO = ("cholesky_inverse: {}The diagonal element {} is zero, the inversion could "
+                          "not be completed because the input matrix is singular.")
+
+
+def _linalg_error(message):
+    """A check kind (registry.CHECK_ERRORS) raising torch.linalg.LinAlgError(message)."""
+    if message not in CHECK_ERRORS:
+        CHECK_ERRORS[message] = (torch.linalg.LinAlgError, message + " (in {ops})", "InvalidInput")
+    return message
+
+
+def _check_first(code, count, message):
+    """Flag which of `count` errors `code` (-1: none) names: eager's `message(c)` for c < _FLAGS,
+    `message(None)` for any later one."""
+    if registry.INDEX_CHECKS is None:
+        return
+    for c in range(min(count, _FLAGS)):
+        check_values(code == c, _linalg_error(message(c)))
+    if count > _FLAGS:
+        check_values(code >= _FLAGS, _linalg_error(message(None)))
+
+
+def _first_true(bad):
+    """The flat index of the first true element of `bad`, -1 if none."""
+    flat = bad.reshape(-1)
+    return jnp.where(jnp.any(flat), jnp.argmax(flat), -1) if flat.size else jnp.int32(-1)
+
+
+def _batch(c, matrix):
+    return "" if matrix else f"(Batch element {c if c is not None else f'{_FLAGS} or later'}): "
+
+
 @register(aten._linalg_svd.default, meta=True)
 def linalg_svd(a, full_matrices=False, compute_uv=True, driver=None, _meta=None):
+    # LAPACK's gesdd returns info -4 for a NaN (its max-norm is NaN; an inf alone passes)
+    matrix = a.ndim == 2
+    _check_first(_first_true(jnp.any(jnp.isnan(a), axis=(-2, -1))), math.prod(a.shape[:-2]),
+                 lambda c: _SVD_NAN.format(_batch(c, matrix)))
     if not compute_uv:
         s = jnp.linalg.svd(a, compute_uv=False)
         return jnp.zeros(_meta[0][0], a.dtype), s, jnp.zeros(_meta[2][0], a.dtype)
@@ -482,6 +527,20 @@ def cholesky_solve_helper(b, L, upper):
 
 @register(aten.cholesky_inverse.default)
 def cholesky_inverse(L, upper=False):
+    # LAPACK's potri: info, the first exactly zero diagonal element
+    n, matrix = L.shape[-1], L.ndim == 2
+
+    def message(c):
+        if c is None:
+            return _CHOLESKY_INVERSE_ZERO.format(_batch(None, matrix) if not matrix else "",
+                                                 f"(from the {_FLAGS + 1}th on)")
+        return _CHOLESKY_INVERSE_ZERO.format(_batch(c // n, matrix), c % n + 1)
+    zero = jnp.diagonal(L, axis1=-2, axis2=-1) == 0
+    if zero.size:  # (per batch element, only the first zero counts)
+        zero = zero & (jnp.cumsum(zero.reshape(-1, n), axis=-1) == 1).reshape(zero.shape)
+        first = jnp.argmax(jnp.any(zero, -1).reshape(-1))
+        code = jnp.where(jnp.any(zero), first * n + jnp.argmax(zero.reshape(-1, n)[first]), -1)
+        _check_first(code, zero.size, message)
     eye = jnp.broadcast_to(jnp.eye(L.shape[-1], dtype=L.dtype), L.shape)
     return _cholesky_solve(eye, L, upper)
 

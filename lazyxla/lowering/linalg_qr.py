@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from jax import lax
 
+from lazyxla.jaxenv import type_name
 from .checks import check
 from .linalg import _mat
 from .registry import aten, register
@@ -429,3 +430,45 @@ for _name, _fn in (("geqrf", _geqrf_meta), ("geqrf.a", _geqrf_out_meta),
                    ("linalg_lstsq", _lstsq_meta), ("linalg_lstsq.out", _lstsq_out_meta)):
     if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{_name}", "Meta"):
         _META.impl(_name, _fn, "Meta")
+
+
+# ------------------------------------------------------- half dtypes: LAPACK kernels have none
+
+# op -> eager's error for float16 / bfloat16, raised at the call (once per signature: checks.py)
+# where JAX's LAPACK bindings would fail at sync (KeyError: Unsupported dtype) or compute what
+# eager refuses (triangular solves). CUDA's kernels lack them too: every backend raises.
+_NOT_IMPLEMENTED = '"{}" not implemented for \'{}\''
+_LOW_PRECISION = "{}: Low precision dtypes not supported. Got {}"
+_HALF_KERNELS = {
+    aten.linalg_qr.default: (NotImplementedError, _NOT_IMPLEMENTED, "geqrf_cpu"),
+    aten._linalg_svd.default: (NotImplementedError, _NOT_IMPLEMENTED, "linalg_svd_cpu"),
+    aten._linalg_eigh.default: (NotImplementedError, _NOT_IMPLEMENTED, "linalg_eigh_cpu"),
+    aten._linalg_det.default: (NotImplementedError, _NOT_IMPLEMENTED, "lu_cpu"),
+    aten._linalg_solve_ex.default: (NotImplementedError, _NOT_IMPLEMENTED, "lu_cpu"),
+    aten.linalg_lu_factor_ex.default: (NotImplementedError, _NOT_IMPLEMENTED, "lu_cpu"),
+    aten.linalg_lu.default: (NotImplementedError, _NOT_IMPLEMENTED, "lu_cpu"),
+    aten.linalg_lu_solve.default: (NotImplementedError, _NOT_IMPLEMENTED, "linalg.lu_solve_cpu"),
+    aten.linalg_cholesky_ex.default: (NotImplementedError, _NOT_IMPLEMENTED, "cholesky_cpu"),
+    aten.cholesky.default: (NotImplementedError, _NOT_IMPLEMENTED, "cholesky_cpu"),
+    aten.linalg_solve_triangular.default: (NotImplementedError, _NOT_IMPLEMENTED,
+                                           "triangular_solve_cpu"),
+    aten.triangular_solve.default: (NotImplementedError, _NOT_IMPLEMENTED, "triangular_solve_cpu"),
+    aten._cholesky_solve_helper.default: (NotImplementedError, _NOT_IMPLEMENTED,
+                                          "cholesky_solve_cpu"),
+    aten.cholesky_inverse.default: (NotImplementedError, _NOT_IMPLEMENTED,
+                                    "cholesky_inverse_out_cpu"),
+    # (the meta kernels word these "linalg.inv_ex: ... Got torch.bfloat16")
+    aten.linalg_inv_ex.default: (RuntimeError, _LOW_PRECISION, "linalg.inv"),
+    aten._linalg_slogdet.default: (RuntimeError, _LOW_PRECISION, "linalg.slogdet"),
+}
+
+
+def _half_check(error, message, name):
+    def fn(x, *args, **kwargs):
+        if x.dtype in (torch.float16, torch.bfloat16):
+            raise error(message.format(name, type_name(x.dtype)))
+    return fn
+
+
+for _op, _how in _HALF_KERNELS.items():
+    check(_op)(_half_check(*_how))

@@ -298,3 +298,86 @@ def test_nonzero_static_lowered():
     x = torch.tensor([[0, 1, 0], [2, 0, 3]])
     check(lambda t: torch.nonzero_static(t, size=6), x)
     check(lambda t: torch.nonzero_static(t, size=2, fill_value=7), x)
+
+
+# ------------------------------------------------------------------ NaN input, LAPACK's statuses
+
+NAN = torch.tensor([[math.nan, 1.0], [1.0, 1.0]])
+NAN_BATCH = torch.stack([torch.eye(2), NAN, torch.tensor([[math.inf, 1.0], [1.0, 1.0]]),
+                         torch.tensor([[2.0, 1.0], [1.0, 3.0]])])
+
+
+@pytest.mark.parametrize("a", [NAN, NAN_BATCH, torch.tensor([[1.0, 1.0, 2.0], [-3.0, math.inf, 1.0],
+                                                             [-2.0, -3.0, 0.0]])],
+                         ids=["nan", "batch", "inf_pivot"])
+def test_lu_of_non_finite_matrices_is_lapacks(a):
+    """LAPACK divides by a NaN pivot (NaN column and trailing matrix; info counts exact zeros
+    only): eager's inv and solve are all NaN. XLA's LU left the column unscaled, so a later pivot
+    was exactly 0: info 2, and inv raised "The diagonal element 2 is zero"."""
+    b = torch.ones(a.shape[:-1])
+    check(lambda a, b: (torch.linalg.inv(a), torch.linalg.inv_ex(a), torch.inverse(a),
+                        torch.linalg.solve(a, b), torch.linalg.solve_ex(a, b),
+                        torch.linalg.solve(a, b[..., None].mT, left=False),
+                        torch.linalg.lu_factor(a), torch.linalg.lu_factor_ex(a), torch.linalg.lu(a),
+                        torch.linalg.matrix_power(a, -1), torch.linalg.det(a)), a, b)
+    if a.dim() == 2:
+        check(lambda a: torch.linalg.tensorinv(a, 1), a)
+
+
+def _raises_like_eager(fn, a):
+    """fn(a) raises on the CPU; on lazyxla, the error (deferred: raised by the read) is of the
+    same type and begins with eager's message."""
+    with pytest.raises(RuntimeError) as eager:
+        fn(a)
+    with pytest.raises(type(eager.value), match="^" + re.escape(str(eager.value))):
+        to_cpu(fn(a.to(DEV)))
+
+
+SVD_OPS = [torch.linalg.svdvals, torch.linalg.svd, torch.svd, torch.linalg.matrix_rank,
+           torch.linalg.pinv, torch.linalg.cond, lambda a: torch.linalg.matrix_norm(a, "nuc")]
+
+
+@pytest.mark.parametrize("a", [NAN, NAN_BATCH], ids=["matrix", "batch"])
+def test_svd_of_nan_raises_eagers_error(a):
+    """(svdvals gave NaN, matrix_rank 0, silently)"""
+    for fn in SVD_OPS:
+        _raises_like_eager(fn, a)
+    inf = torch.tensor([[math.inf, 1.0], [1.0, 1.0]])  # gesdd refuses NaN only
+    check(lambda a: (torch.linalg.svdvals(a), torch.linalg.matrix_rank(a)), inf)
+
+
+def test_cholesky_inverse_of_a_zero_diagonal_raises_eagers_error():
+    """(it gave infs)"""
+    L = torch.tensor([[1.0, 0.0], [2.0, 0.0]])
+    _raises_like_eager(torch.cholesky_inverse, L)
+    _raises_like_eager(lambda x: torch.cholesky_inverse(x, upper=True), L.mT.contiguous())
+    _raises_like_eager(torch.cholesky_inverse, torch.stack([torch.eye(3), torch.eye(3).flip(0),
+                                                            torch.diag(torch.tensor([1.0, 0.0, 0.0]))]))
+    check(torch.cholesky_inverse, torch.eye(3) * 2)
+
+
+HALF_LINALG = {
+    "qr": torch.linalg.qr, "svd": torch.linalg.svd, "svdvals": torch.linalg.svdvals,
+    "eigh": torch.linalg.eigh, "eigvalsh": torch.linalg.eigvalsh, "det": torch.linalg.det,
+    "slogdet": torch.linalg.slogdet, "solve": lambda a: torch.linalg.solve(a, a),
+    "lu_factor": torch.linalg.lu_factor, "lu": torch.linalg.lu, "cond": torch.linalg.cond,
+    "cholesky": torch.linalg.cholesky, "inv": torch.linalg.inv, "inv_ex": torch.linalg.inv_ex,
+    "solve_triangular": lambda a: torch.linalg.solve_triangular(a, a, upper=True),
+    "triangular_solve": lambda a: torch.triangular_solve(a, a),
+    "cholesky_solve": lambda a: torch.cholesky_solve(a, a),
+    "cholesky_inverse": torch.cholesky_inverse,
+    "lu_solve": lambda a: torch.linalg.lu_solve(a, torch.ones(2, dtype=torch.int32, device=a.device), a),
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("dtype", [torch.float16, BF16])
+@pytest.mark.parametrize("name", list(HALF_LINALG))
+def test_half_linalg_raises_eagers_error_at_the_call(name, dtype):
+    """(JAX's LAPACK bindings failed at sync: KeyError 'Unsupported dtype bfloat16'; the
+    triangular solves computed)"""
+    fn, a = HALF_LINALG[name], (torch.eye(2) * 2).to(dtype)
+    with pytest.raises((RuntimeError, NotImplementedError)) as eager:
+        fn(a)
+    with pytest.raises(type(eager.value), match="^" + re.escape(str(eager.value).split("\n")[0]) + "$"):
+        fn(a.to(DEV))  # no read: at the call
