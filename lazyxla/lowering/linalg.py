@@ -22,7 +22,11 @@ from . import registry
 from .registry import CHECK_ERRORS, LU_PIVOTS, aten, check_values, register
 
 _HI = lax.Precision.HIGHEST
-_LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
+# (float8 products accumulate in float32 too, and saturate to the dtype as eager's: XLA's float8
+# product gave NaN past e4m3fn's 448)
+_LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16),
+               *(np_dtype(t) for t in (torch.float8_e4m3fn, torch.float8_e5m2,
+                                       torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)))
 
 
 def product_dtype(dtype):

@@ -95,6 +95,9 @@ def test_float8_round_trip_and_casts_saturate_or_overflow_as_eager(dtype):
                                    ints.to(dtype).float(), equal_nan=True)
         into = torch.zeros(ints.shape, dtype=dtype, device=lazyxla.device()).copy_(ints.to(lazyxla.device()))
         torch.testing.assert_close(into.float().cpu(), ints.to(dtype).float(), equal_nan=True)
+    a = torch.full((2, 2), 16.0).to(dtype)  # a product past the dtype's range: eager's saturation
+    torch.testing.assert_close((a.to(lazyxla.device()) @ a.to(lazyxla.device())).float().cpu(),
+                               (a @ a).float(), equal_nan=True)
 
 
 def test_int64_is_not_truncated():
