@@ -72,7 +72,6 @@ def _mutating_kernel(op):
     overlap_checked = overlap_rule is not None
     # (any overlap with an input is an error, whole buffers too: index_select(x, 0, i, out=x))
     always = overlap_checked and overlap_rule[1] == overlap.ANY
-    position_set, target_names = set(positions), {arg_names[i] for i in positions}
     device = dispatch.LAZYXLA_DEVICE
     info = dispatch.op_info(fop)
     # The dispatcher bumps an in-place or out= op's targets' version counters (its ADInplaceOrView
@@ -113,11 +112,8 @@ def _mutating_kernel(op):
             watch.on = False
         if overlap_checked and (view_roots or always):  # a view was read, or is written
             watch.roots = []
-            if always:  # the inputs apart from the written ones (x in index_select(x, .., out=x))
-                cargs = [a for i, a in enumerate(args) if i not in position_set]
-                ckw = {k: v for k, v in kwargs.items() if k not in target_names}
-            else:
-                cargs, ckw = args, kwargs
+            cargs, ckw = overlap.inputs_alone(args, kwargs, positions, arg_names) if always \
+                else (args, kwargs)
             overlap.check(flat_targets if kept is None else
                           [t for k, t in enumerate(flat_targets) if k not in kept],
                           cargs, ckw, None if always else view_roots, overlap_rule)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from lazyxla.ir.buffer import Buffer, state_of
+from lazyxla.lowering.registry import mutated_args
 from .fallback import lazy_tensors
 
 _SELF = ("unsupported operation: more than one element of the written-to tensor refers to a single "
@@ -60,10 +61,11 @@ def rule(op) -> tuple[bool, int] | None:
 
 def check(targets, args, kwargs, view_roots=None, rule=(True, PARTIAL)) -> None:
     """Raise eager's error if a written tensor overlaps itself or overlaps a tensor input (partly;
-    or at all, where `rule` says so: `args` and `kwargs` are then the inputs alone). `view_roots`: the roots of the views the call read (None:
-    check every target). A written whole buffer none of whose views was read overlaps no input
-    partly (an optimizer's foreach ops write whole buffers and read grads, views of other
-    buffers: one lookup each)."""
+    or at all, where `rule` says so: `args` and `kwargs` are then the inputs alone, as
+    `inputs_alone` gives them). `view_roots`: the roots of the views the call read (None: check
+    every target). A written whole buffer none of whose views was read overlaps no input partly
+    (an optimizer's foreach ops write whole buffers and read grads, views of other buffers: one
+    lookup each)."""
     itself, inputs_rule = rule
     watched = None if view_roots is None else {id(r) for r in view_roots}
     inputs = None
@@ -81,43 +83,51 @@ def check(targets, args, kwargs, view_roots=None, rule=(True, PARTIAL)) -> None:
                 raise RuntimeError(_PARTIAL)
 
 
+def inputs_alone(args, kwargs, positions, names):
+    """The call's arguments without the ones it writes (schema `positions`; `names`: the schema's
+    argument names): index_select(x, 0, i, out=x) reads x, which is also its out=."""
+    written = {names[i] for i in positions}
+    return ([a for i, a in enumerate(args) if i not in positions],
+            {k: v for k, v in kwargs.items() if k not in written})
+
+
 def check_call(op, args, kwargs) -> None:
     """check() for a call of a writing op that runs on the CPU (fallback.py): its host copies of
     views of one buffer no longer share memory, so eager's kernel cannot see their overlap."""
-    r = rule(op)
-    positions = [i for i, a in enumerate(op._schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write]
+    r, positions = rule(op), mutated_args(op)
     if r is None or not positions:
         return
     names = [a.name for a in op._schema.arguments]
     targets = lazy_tensors([args[i] if i < len(args) else kwargs.get(names[i]) for i in positions], [])
-    if r[1] == ANY:  # the inputs alone
-        written = {names[i] for i in positions}
-        args = [a for i, a in enumerate(args) if i not in positions]
-        kwargs = {k: v for k, v in kwargs.items() if k not in written}
+    if r[1] == ANY:
+        args, kwargs = inputs_alone(args, kwargs, positions, names)
     check(targets, args, kwargs, None, r)
 
 
-def _any(a, b) -> bool:
-    """eager's get_overlap_status(a, b) is Full or Partial (two tensors on one root buffer)."""
-    if a is b:
-        return True
+def _dense_ranges(a, b):
+    """The byte ranges (a0, a1, b0, b1) of two tensors on one root buffer, where eager compares
+    them: both non-empty, non-overlapping and dense (else eager cannot tell, and lets it pass);
+    None elsewhere."""
     if a.numel() == 0 or b.numel() == 0:
-        return False
+        return None
     if torch._debug_has_internal_overlap(a) != _NO or torch._debug_has_internal_overlap(b) != _NO:
-        return False
+        return None
     a0, b0 = a.storage_offset() * a.itemsize, b.storage_offset() * b.itemsize
-    return a0 < b0 + b.numel() * b.itemsize and b0 < a0 + a.numel() * a.itemsize
+    return a0, a0 + a.numel() * a.itemsize, b0, b0 + b.numel() * b.itemsize
+
+
+def _any(a, b) -> bool:
+    """eager's get_overlap_status(a, b) is Full or Partial."""
+    r = _dense_ranges(a, b) if a is not b else (0, 1, 0, 1)
+    return r is not None and r[0] < r[3] and r[2] < r[1]
 
 
 def _partial(a, b) -> bool:
-    """eager's get_overlap_status(a, b) == Partial, for two tensors on one root buffer."""
-    if a.numel() == 0 or b.numel() == 0:
+    """eager's get_overlap_status(a, b) == Partial."""
+    r = _dense_ranges(a, b)
+    if r is None:
         return False
-    if torch._debug_has_internal_overlap(a) != _NO or torch._debug_has_internal_overlap(b) != _NO:
-        return False  # not dense: eager cannot tell, and lets it pass
-    a0, b0 = a.storage_offset() * a.itemsize, b.storage_offset() * b.itemsize
-    a1, b1 = a0 + a.numel() * a.itemsize, b0 + b.numel() * b.itemsize
+    a0, a1, b0, b1 = r
     if a0 == b0 and a1 == b1:
         return a.stride() != b.stride()
     return a0 < b1 and b0 < a1
