@@ -154,8 +154,12 @@ _FLOAT8 = frozenset((torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fn
                      torch.float8_e5m2fnuz))
 
 
+def _not_float8(dtype) -> bool:
+    return dtype not in _FLOAT8
+
+
 def _drawn(allowed):
-    return lambda dtype: allowed(dtype) and dtype not in _FLOAT8
+    return lambda dtype: allowed(dtype) and _not_float8(dtype)
 
 
 def _random_floating(kernel):
@@ -204,8 +208,8 @@ def _bernoulli(x, p=None, generator=None):
 
 
 check(aten.random.default)(_random_dtypes("random_kernel_cpu", _real))
-check(*ops_named("exponential", "exponential_"))(_random_dtypes("exponential_cpu", lambda d: True))
-check(*ops_named("cauchy", "cauchy_"))(_random_dtypes("cauchy_cpu", lambda d: True))
+check(*ops_named("exponential", "exponential_"))(_random_dtypes("exponential_cpu", _not_float8))
+check(*ops_named("cauchy", "cauchy_"))(_random_dtypes("cauchy_cpu", _not_float8))
 
 
 @check(*ops_named("randperm"))
@@ -228,7 +232,7 @@ def _native_dropout(x, p, train):
         raise RuntimeError(f"result type Float can't be cast to the desired output type "
                            f"{type_name(x.dtype)}")
     if train is not False and x.numel():
-        _require(x.dtype, "bernoulli_scalar_cpu_", _drawn(lambda d: True))
+        _require(x.dtype, "bernoulli_scalar_cpu_", _not_float8)
 
 
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.uint8, torch.bool)
@@ -470,7 +474,7 @@ def _multinomial(probs, num_samples, replacement=False, *, generator=None):
     if not probs.dtype.is_floating_point:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{type_name(probs.dtype)}")
-    _require(probs.dtype, "aminmax_cpu", _drawn(lambda d: True))
+    _require(probs.dtype, "aminmax_cpu", _not_float8)
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and num_samples > probs.shape[-1]:

@@ -25,7 +25,7 @@ import torch
 from jax import lax
 
 from lazyxla.jaxenv import type_name
-from .checks import check
+from .checks import _require, check
 from .linalg import _mat
 from .registry import aten, register
 
@@ -434,41 +434,42 @@ for _name, _fn in (("geqrf", _geqrf_meta), ("geqrf.a", _geqrf_out_meta),
 
 # ------------------------------------------------------- half dtypes: LAPACK kernels have none
 
-# op -> eager's error for float16 / bfloat16, raised at the call (once per signature: checks.py)
-# where JAX's LAPACK bindings would fail at sync (KeyError: Unsupported dtype) or compute what
-# eager refuses (triangular solves). CUDA's kernels lack them too: every backend raises.
-_NOT_IMPLEMENTED = '"{}" not implemented for \'{}\''
-_LOW_PRECISION = "{}: Low precision dtypes not supported. Got {}"
+# op -> the CPU kernel whose "not implemented for 'Half'" eager raises, at the call (once per
+# signature: checks.py), where JAX's LAPACK bindings would fail at sync (KeyError: Unsupported
+# dtype) or compute what eager refuses (triangular solves). CUDA's kernels lack them too: every
+# backend raises.
 _HALF_KERNELS = {
-    aten.linalg_qr.default: (NotImplementedError, _NOT_IMPLEMENTED, "geqrf_cpu"),
-    aten._linalg_svd.default: (NotImplementedError, _NOT_IMPLEMENTED, "linalg_svd_cpu"),
-    aten._linalg_eigh.default: (NotImplementedError, _NOT_IMPLEMENTED, "linalg_eigh_cpu"),
-    aten._linalg_det.default: (NotImplementedError, _NOT_IMPLEMENTED, "lu_cpu"),
-    aten._linalg_solve_ex.default: (NotImplementedError, _NOT_IMPLEMENTED, "lu_cpu"),
-    aten.linalg_lu_factor_ex.default: (NotImplementedError, _NOT_IMPLEMENTED, "lu_cpu"),
-    aten.linalg_lu.default: (NotImplementedError, _NOT_IMPLEMENTED, "lu_cpu"),
-    aten.linalg_lu_solve.default: (NotImplementedError, _NOT_IMPLEMENTED, "linalg.lu_solve_cpu"),
-    aten.linalg_cholesky_ex.default: (NotImplementedError, _NOT_IMPLEMENTED, "cholesky_cpu"),
-    aten.cholesky.default: (NotImplementedError, _NOT_IMPLEMENTED, "cholesky_cpu"),
-    aten.linalg_solve_triangular.default: (NotImplementedError, _NOT_IMPLEMENTED,
-                                           "triangular_solve_cpu"),
-    aten.triangular_solve.default: (NotImplementedError, _NOT_IMPLEMENTED, "triangular_solve_cpu"),
-    aten._cholesky_solve_helper.default: (NotImplementedError, _NOT_IMPLEMENTED,
-                                          "cholesky_solve_cpu"),
-    aten.cholesky_inverse.default: (NotImplementedError, _NOT_IMPLEMENTED,
-                                    "cholesky_inverse_out_cpu"),
-    # (the meta kernels word these "linalg.inv_ex: ... Got torch.bfloat16")
-    aten.linalg_inv_ex.default: (RuntimeError, _LOW_PRECISION, "linalg.inv"),
-    aten._linalg_slogdet.default: (RuntimeError, _LOW_PRECISION, "linalg.slogdet"),
+    aten.linalg_qr.default: "geqrf_cpu", aten._linalg_svd.default: "linalg_svd_cpu",
+    aten._linalg_eigh.default: "linalg_eigh_cpu", aten._linalg_det.default: "lu_cpu",
+    aten._linalg_solve_ex.default: "lu_cpu", aten.linalg_lu_factor_ex.default: "lu_cpu",
+    aten.linalg_lu.default: "lu_cpu", aten.linalg_lu_solve.default: "linalg.lu_solve_cpu",
+    aten.linalg_cholesky_ex.default: "cholesky_cpu", aten.cholesky.default: "cholesky_cpu",
+    aten.linalg_solve_triangular.default: "triangular_solve_cpu",
+    aten.triangular_solve.default: "triangular_solve_cpu",
+    aten._cholesky_solve_helper.default: "cholesky_solve_cpu",
+    aten.cholesky_inverse.default: "cholesky_inverse_out_cpu",
 }
+# ops eager refuses in its own words (the meta kernels word these "linalg.inv_ex: ... Got
+# torch.bfloat16")
+_LOW_PRECISION = {aten.linalg_inv_ex.default: "linalg.inv",
+                  aten._linalg_slogdet.default: "linalg.slogdet"}
+_HALVES = (torch.float16, torch.bfloat16)
 
 
-def _half_check(error, message, name):
+def _half_kernel(kernel):
     def fn(x, *args, **kwargs):
-        if x.dtype in (torch.float16, torch.bfloat16):
-            raise error(message.format(name, type_name(x.dtype)))
+        _require(x.dtype, kernel, lambda d: d not in _HALVES)
     return fn
 
 
-for _op, _how in _HALF_KERNELS.items():
-    check(_op)(_half_check(*_how))
+def _low_precision(name):
+    def fn(x, *args, **kwargs):
+        if x.dtype in _HALVES:
+            raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {type_name(x.dtype)}")
+    return fn
+
+
+for _op, _kernel in _HALF_KERNELS.items():
+    check(_op)(_half_kernel(_kernel))
+for _op, _name in _LOW_PRECISION.items():
+    check(_op)(_low_precision(_name))
