@@ -137,6 +137,32 @@ _METHODS = {"nbytes": nbytes, "data_ptr": data_ptr, "__len__": __len__, "__getit
             "clone": clone, "tolist": tolist, "__iter__": __iter__, "__repr__": __repr__}
 
 
+def _storage_numel(t) -> int:
+    return nbytes(t.untyped_storage()) // t.element_size()
+
+
+def _new_zeros_with_same_feature_meta(self, other, *, self_num_batch_dims=0):
+    """Zeros laid out as `other` in a storage of its size, with self's leading batch dims: the
+    tangent forward AD gives a primal whose tangent has another layout (an expanded tangent, a
+    dual written into a view). ATen's kernel sizes it from the C++ storage, which has 0 bytes."""
+    numel = _storage_numel(other)
+    batch = list(self.shape[:self_num_batch_dims])
+    batch_strides = []
+    for size in reversed(batch):  # each batch slice one whole storage of other, contiguously
+        batch_strides.insert(0, numel)
+        numel *= size
+    zeros = torch.zeros(numel, dtype=other.dtype, device=other.device)
+    return zeros.as_strided(batch + list(other.shape), batch_strides + list(other.stride()),
+                            other.storage_offset())
+
+
+def _has_same_storage_numel(base, other) -> bool:
+    return _storage_numel(base) == _storage_numel(other)
+
+
+_libs = []
+
+
 def _typed_on_host(original):
     """TypedStorage reads one element per device read (and a program per index); for lazyxla,
     one host copy answers the whole read."""
@@ -154,6 +180,10 @@ def install() -> None:
     for name, method in _METHODS.items():
         _originals[name] = getattr(_UNTYPED, name)
         setattr(_UNTYPED, name, method)
+    lib = torch.library.Library("aten", "IMPL")
+    _libs.append(lib)
+    lib.impl("_new_zeros_with_same_feature_meta", _new_zeros_with_same_feature_meta, "PrivateUse1")
+    lib.impl("_has_same_storage_numel", _has_same_storage_numel, "PrivateUse1")
     typed = torch.TypedStorage
     for name in ("_getitem", "__iter__", "tolist"):
         setattr(typed, name, _typed_on_host(getattr(typed, name)))

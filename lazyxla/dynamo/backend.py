@@ -12,6 +12,7 @@ import logging
 import os
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from lazyxla.device.fallback import FallbackInTrace
@@ -41,9 +42,16 @@ class CompiledGraph:
     def __init__(self, gm, name, fallback, views=()):
         """views: outputs.views_of_written_inputs's positions (aot_autograd's graphs)."""
         self.gm, self.name, self.fallback, self.views = gm, name, fallback, views
+        self.backward = name.startswith("backward")
         self.impl = None
 
     def __call__(self, *args):
+        if _forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active() or (
+                self.backward and any(map(_is_legacy_batched, args))):
+            # dual tensors (forward AD), torch.func's wrapped ones, or the legacy vmap's batched
+            # ones (autograd.grad's is_grads_batched runs the backward under it): the graph's ops
+            # as they stand carry tangents and batch dims; the program would drop them
+            return self._as_it_stands(args)
         impl = self.impl
         if impl is None:
             with RUNTIME_LOCK:  # (threads that call it first at once build it once)
@@ -59,6 +67,10 @@ class CompiledGraph:
                 if self.impl is impl:
                     self.impl = _code_generated(self._build(args, trial=True))
             outs = self.impl(*args)
+        return views_of_written_inputs(outs, args, self.views) if self.views else outs
+
+    def _as_it_stands(self, args):
+        outs = self.gm(*args)
         return views_of_written_inputs(outs, args, self.views) if self.views else outs
 
     def _build(self, args, trial=False):
@@ -84,6 +96,10 @@ class CompiledGraph:
         if debug_enabled():
             print(f"[lazyxla dynamo] {self.name}: fallback ops:\n{part.describe(unsupported)}")
         return fused
+
+
+def _is_legacy_batched(a) -> bool:
+    return isinstance(a, torch.Tensor) and torch._C._functorch.is_legacy_batchedtensor(a)
 
 
 def _code_generated(impl):
@@ -135,6 +151,12 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
         raise ValueError(f"lazyxla backend: mode must be one of {sorted(_COMPILE_MODES)}, got {mode!r}")
     if options:
         raise ValueError(f"lazyxla backend: unknown options {sorted(options)}")
+    if any(isinstance(e, (list, tuple)) for e in example_inputs):
+        # compiled autograd's backward graph: its gradients come as one list, its sizes as the
+        # shapes of CPU tensors. Its ops run as they stand, recorded in lazy mode: one program
+        # at the next sync, as a backward outside torch.compile.
+        log.info("lazyxla: a graph with a list argument (compiled autograd) runs in lazy mode")
+        return gm
     if not torch.is_grad_enabled() and not _has_functorch_transforms(gm):
         # Inference (Dynamo guards on grad mode): the bridge runs Dynamo's graph directly, without
         # aot_autograd's runtime wrappers, which would cost more per call than the bridge itself.

@@ -30,6 +30,7 @@ subclasses and CUDA tensors:
 from __future__ import annotations
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 aten = torch.ops.aten
 
@@ -262,11 +263,13 @@ class _IndexFill(torch.autograd.Function):
 class _IndexPut(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, values, accumulate, inplace, *indices):
-        with _below_autograd():
-            op = aten.index_put_.default if inplace else aten.index_put.default
-            out = op(x, list(indices), values, accumulate)
-        if inplace:
+        if inplace:  # below the version counter's bump too: mark_dirty bumps it, once as in eager
+            with torch._C._AutoDispatchBelowADInplaceOrView():
+                out = aten.index_put_.default(x, list(indices), values, accumulate)
             ctx.mark_dirty(x)
+        else:
+            with _below_autograd():
+                out = aten.index_put.default(x, list(indices), values, accumulate)
         ctx.save_for_backward(*[i for i in indices if i is not None])
         ctx.given = [i is not None for i in indices]
         ctx.accumulate, ctx.values_shape = accumulate, values.shape
@@ -348,7 +351,9 @@ def _register(name, kernel):
     original = torch.library.get_kernel("aten::" + name, "AutogradPrivateUse1")
 
     def dispatched(keys, *args, **kwargs):
-        if torch._C._are_functorch_transforms_active():
+        # (a forward-AD dual level: the Functions here have no jvp, and a dual input that does
+        # not require grad would lose its tangent below autograd)
+        if torch._C._are_functorch_transforms_active() or _forward_ad._current_level >= 0:
             return original.call_boxed(keys, *args, **kwargs)
         return kernel(*args, **kwargs)
     _AUTOGRAD.impl(name, dispatched, "AutogradPrivateUse1", with_keyset=True)
