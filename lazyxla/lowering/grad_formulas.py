@@ -317,6 +317,9 @@ def _index_putting(inplace):
         if not torch.is_grad_enabled() or not (x.requires_grad or values.requires_grad):
             with _below_autograd():
                 return op(x, indices, values, accumulate)
+        if inplace and x.is_leaf and x.requires_grad:  # (eager's words; mark_dirty's differ)
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
         return _IndexPut.apply(x, values, accumulate, inplace, *indices)
     return kernel
 

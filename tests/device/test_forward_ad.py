@@ -74,14 +74,3 @@ def test_gradcheck_with_forward_ad():
     x = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, device="lazyxla", requires_grad=True)
     assert torch.autograd.gradcheck(lambda a: torch.nn.functional.softplus(a).prod(), (x,),
                                     check_forward_ad=True)
-
-
-@pytest.mark.parametrize("mask", [False, True])
-def test_an_indexed_write_bumps_the_version_once(mask):
-    index = torch.tensor([True, False, True, False, False]) if mask else torch.tensor([0, 2])
-    versions = []
-    for dev in ("cpu", "lazyxla"):
-        a = torch.randn(5, device=dev, requires_grad=True) * 1
-        a[index.to(dev)] = 1.0
-        versions.append(a._version)
-    assert versions[1] == versions[0] == 1

@@ -292,3 +292,23 @@ def test_torch_func_transforms_take_these_gradients(case):
             assert got == want
         else:
             torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("mask", [False, True])
+def test_an_indexed_write_bumps_the_version_once(mask):
+    index = torch.tensor([True, False, True, False, False]) if mask else torch.tensor([0, 2])
+    versions = []
+    for dev in ("cpu", "lazyxla"):
+        a = torch.randn(5, device=dev, requires_grad=True) * 1
+        a[index.to(dev)] = 1.0
+        versions.append(a._version)
+    assert versions[1] == versions[0] == 1
+
+
+@pytest.mark.parametrize("mask", [False, True])
+def test_an_indexed_write_into_a_leaf_raises_eagers_error(mask):
+    index = torch.tensor([True, False, True, False, False]) if mask else torch.tensor([0, 2])
+    a = torch.randn(5, device="lazyxla", requires_grad=True)
+    with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad is being used in an "
+                                           "in-place operation.$"):
+        a[index.to("lazyxla")] = 1.0
