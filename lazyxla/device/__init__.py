@@ -73,11 +73,28 @@ class _BackendModule:
 
     @staticmethod
     def get_rng_state(device=None):
-        return torch.tensor(list(rng.get_state()), dtype=torch.int64)
+        """An int64 CPU tensor [seed, counter]; a seed of 2**63 or more is stored as its bits
+        (seed - 2**64), as eager's generators hold a uint64 seed."""
+        seed, counter = rng.get_state()
+        return torch.tensor([seed - (1 << 64) if seed >= 1 << 63 else seed, counter],
+                            dtype=torch.int64)
 
     @staticmethod
     def set_rng_state(state, device=None):
-        rng.set_state(state.tolist())
+        """Takes what get_rng_state returns, and nothing else (eager's CPU generator refuses a
+        state of another type or size alike)."""
+        if not isinstance(state, torch.Tensor) or state.dtype != torch.int64:
+            got = type(state).__name__ if not isinstance(state, torch.Tensor) else state.dtype
+            raise TypeError(f"RNG state must be a torch.LongTensor (int64) of 2 elements, "
+                            f"[seed, counter], as torch.lazyxla.get_rng_state() returns; got {got}")
+        if state.shape != (2,):
+            raise RuntimeError(f"Expected a lazyxla RNG state of size 2 ([seed, counter]) but "
+                               f"found the input RNG state size to be {state.numel()}"
+                               + ("" if state.dim() == 1 else f" (shape {list(state.shape)})"))
+        seed, counter = state.tolist()
+        if counter < 0:
+            raise RuntimeError(f"Invalid lazyxla RNG state: its counter is negative ({counter})")
+        rng.set_state((seed % (1 << 64), counter))
 
     @staticmethod
     def get_amp_supported_dtype():
@@ -106,7 +123,7 @@ def register() -> None:
     load_all()
     from .kernels import register_all
     register_all()
-    rng.manual_seed(torch.initial_seed() % (2**63))
+    rng.manual_seed(torch.initial_seed())
     from . import (accelerator, autocast, control_flow, copying, dlpack, flex_attention, hooks,
                    modules, pinning, private_kernels, rng_prims, storages)
     private_kernels.install()

@@ -154,7 +154,15 @@ class SourcedNumbers(dict):
         self.checks = []
 
     def note_checked(self, check, args, kwargs) -> None:
-        if getattr(check, "by_type", False):
+        """Keep `check` to run on each call's fed numbers. A check may say what to run instead
+        (`check.fed(args, kwargs)`, None for nothing), or that the numbers' types decide it
+        (`check.by_type`): a fed number keeps its type."""
+        fed = getattr(check, "fed", None)
+        if fed is not None:
+            check = fed(args, kwargs)
+            if check is None:
+                return
+        elif getattr(check, "by_type", False):
             return
         found = []
 

@@ -16,8 +16,16 @@ _apart: list = [None]
 OVERRIDE: list = [None]
 
 
+_U64 = 1 << 64
+
+
 def manual_seed(seed: int) -> None:
-    _state["seed"] = int(seed)
+    """As eager's generators: a seed in [-2**63, 2**64), a negative one taken modulo 2**64
+    (`manual_seed(-1)` is `manual_seed(2**64 - 1)`); another raises eager's error."""
+    seed = int(seed)
+    if not -(1 << 63) <= seed < _U64:
+        raise ValueError("Overflow when unpacking long long")
+    _state["seed"] = seed % _U64
     _state["counter"] = 0
 
 
@@ -51,11 +59,15 @@ def drawn_apart():
 
 
 def get_state() -> tuple[int, int]:
+    """(seed, counter): the seed in [0, 2**64), the count of seeds drawn since."""
     return _state["seed"], _state["counter"]
 
 
 def set_state(state) -> None:
-    _state["seed"], _state["counter"] = int(state[0]), int(state[1])
+    seed, counter = int(state[0]), int(state[1])
+    if not 0 <= seed < _U64 or counter < 0:
+        raise ValueError(f"lazyxla: not an RNG state: seed {seed}, counter {counter}")
+    _state["seed"], _state["counter"] = seed, counter
 
 
 def seed_from(generator) -> int:

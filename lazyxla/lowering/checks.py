@@ -205,6 +205,8 @@ check(aten.bernoulli.p, aten.bernoulli_.float)(_random_dtypes("bernoulli_scalar_
 def _bernoulli(x, p=None, generator=None):
     _require(x.dtype, "bernoulli_tensor_cpu_self_", _drawn(_real))
     _require((x if p is None else p).dtype, "bernoulli_tensor_cpu_p_", _floating_only)
+    if p is not None and x.numel():  # p expands to self's shape (eager returns at once on none)
+        torch.empty((), dtype=p.dtype).expand(p.shape).expand(x.shape)  # (eager's error)
 
 
 check(aten.random.default)(_random_dtypes("random_kernel_cpu", _real))
@@ -212,10 +214,25 @@ check(*ops_named("exponential", "exponential_"))(_random_dtypes("exponential_cpu
 check(*ops_named("cauchy", "cauchy_"))(_random_dtypes("cauchy_cpu", _not_float8))
 
 
+# randperm's n (n - 1, its largest value) in the dtype: eager converts it with an overflow check,
+# and a floating dtype must hold every int up to it (bfloat16's precision is not checked)
+_RANDPERM_MAX = {torch.float16: ((1 << 11) + 1, "2049 for Half"),
+                 torch.float32: ((1 << 24) + 1, "2^24+1 for Float"),
+                 torch.float64: ((1 << 53) + 1, "2^53+1 for Double")}
+
+
 @check(*ops_named("randperm"))
-def _randperm(n, *args, dtype=None, **kwargs):
-    if dtype is not None:
-        _require(dtype, "randperm", _drawn(_real_number))
+def _randperm(n, *args, dtype=None, out=None, **kwargs):
+    if out is not None:
+        dtype = out.dtype
+    if dtype is None:
+        return  # (the default, int64)
+    _require(dtype, "randperm", _drawn(_real_number))
+    if n > 0:
+        torch.scalar_tensor(n - 1, dtype=dtype)  # eager's overflow error
+    most = _RANDPERM_MAX.get(dtype)
+    if most is not None and n > most[0]:
+        raise RuntimeError(f"n cannot be greater than {most[1]} type.")
 
 
 @check(aten.normal.float_Tensor, aten.normal.Tensor_Tensor)

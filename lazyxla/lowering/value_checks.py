@@ -49,8 +49,26 @@ def _target_dtype(args, kwargs):
     return next((a.dtype for a in args if isinstance(a, torch.Tensor)), torch.int64)
 
 
+_CPU = torch.device("cpu")
+
+
+def _eager(op, sizes=None, elements=False):
+    """checks.py's eager checks, also on the arguments a fed program's checks hold
+    (dispatch.SourcedNumbers.checks): meta stand-ins, and the meta device where the op took the
+    lazyxla one (`full(2, n, dtype=torch.int8, device=...)`), which eager's meta kernels take
+    without checking the value. Meta devices run on the CPU."""
+    run = _eager_scalar_checks(op, sizes, elements)
+
+    def fn(*args, **kwargs):
+        device = kwargs.get("device")
+        if type(device) is torch.device and device.type == "meta":
+            kwargs = {**kwargs, "device": _CPU}
+        run(*args, **kwargs)
+    return fn
+
+
 def _value_check(op, sizes=None, elements=False):
-    eager = _eager_scalar_checks(op, sizes, elements)
+    eager = _eager(op, sizes, elements)
 
     def fn(*args, **kwargs):
         dtype = _target_dtype(args, kwargs)
@@ -97,15 +115,64 @@ def _sparse_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False,
         raise RuntimeError(SPARSE_EMBEDDING)  # (NotImplementedError would mean: run on the CPU)
 
 
+# The dtypes that a fed number of the type can overflow (a fed int fits int64, a fed float is
+# finite): there a fed program runs the alpha check on every call's value.
+_NARROW_FOR = {int: frozenset({torch.int8, torch.uint8, torch.int16, torch.int32, torch.float16,
+                               torch.complex32}),
+               float: frozenset({torch.float16, torch.bfloat16, torch.complex32})}
+_WIDE_FLOATS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
+_FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
+def _alpha_of(args, kwargs):
+    return kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+
+
+def _result_dtype(args):
+    x, other = args[0], args[1]
+    if isinstance(other, torch.Tensor) and other.dtype is x.dtype:
+        return x.dtype
+    return torch.result_type(x, other)
+
+
 def _alpha_check(op):
+    """Eager converts alpha to the result's dtype: a float alpha of an integer result and a bool
+    one of another are refused by type, a number the dtype cannot hold by value
+    (`add(int8, int8, alpha=300)`). The value's check (by_value) runs where its type or size
+    leaves the answer open; a fed program runs it on every call's value only where that can
+    overflow (an int alpha of an int8 result; a float alpha of a float32 one, an lr, is
+    decided by its type)."""
     eager = _eager_scalar_checks(op)
 
-    def fn(*args, **kwargs):  # eager rejects a float alpha for integer results, a bool one for others
-        if kwargs or len(args) > 2:  # (`a + b` passes no alpha)
-            alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
-            if type(alpha) is not int:
-                eager(*args, **kwargs)
-    fn.by_type = True  # (a fed number keeps its type: a fed program need not run it again)
+    def by_value(*args, **kwargs):
+        alpha = _alpha_of(args, kwargs)
+        ta, dtype = type(alpha), _result_dtype(args)
+        if ta is int:
+            bad = _suspect(alpha, dtype)
+        elif ta is float:
+            bad = not _inexact(dtype) or _suspect(alpha, dtype)
+        else:  # bool, complex: eager decides
+            bad = True
+        if bad:
+            eager(*args, **kwargs)
+
+    def fn(*args, **kwargs):
+        if not kwargs and len(args) <= 2:  # (`a + b` passes no alpha)
+            return
+        alpha = _alpha_of(args, kwargs)
+        ta = type(alpha)
+        if ta is int and -128 <= alpha <= 127:  # fits any dtype (a uint8 wraps it, as eager)
+            return
+        if ta is float and not abs(alpha) > _FLOAT32_MAX and _result_dtype(args) in _WIDE_FLOATS:
+            return  # (an lr)
+        by_value(*args, **kwargs)
+
+    def fed(args, kwargs):
+        """What a fed program runs on each call's alpha (dispatch.SourcedNumbers): by the result's
+        dtype, not the traced value (a fed program's stand-ins may be small)."""
+        narrow = _NARROW_FOR.get(type(_alpha_of(args, kwargs)))
+        return by_value if narrow is not None and _result_dtype(args) in narrow else None
+    fn.fed = fed
     return fn
 
 
@@ -115,7 +182,7 @@ for _op in _with_inplace(("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar"
 
 def _when(suspect, op, elements=False):
     """A check that runs eager's op on stand-ins when suspect(*args, **kwargs)."""
-    eager = _eager_scalar_checks(op, elements=elements)
+    eager = _eager(op, elements=elements)
 
     def fn(*args, **kwargs):
         if suspect(*args, **kwargs):
@@ -144,6 +211,10 @@ _register(["softshrink.default"],
 # a fill value the dtype cannot hold; scatter's CPU kernel returns before converting it when
 # there is nothing to write, so its stand-ins keep their shapes (indices 0, always in range)
 for _op in _with_inplace(["constant_pad_nd.default"]):
+    value_check(_op)(_value_check(_op))
+# addcmul's and addcdiv's value: converted to the result's dtype (`addcmul(int8, ..., value=300)`;
+# a float16 result takes it as a float)
+for _op in _with_inplace(["addcmul.default", "addcdiv.default"]):
     value_check(_op)(_value_check(_op))
 for _op in _with_inplace(["scatter.value", "scatter.value_reduce"]):
     value_check(_op)(_value_check(_op, elements=True))
