@@ -216,10 +216,11 @@ def gather(x, dim, index, sparse_grad=False):
         check_index(index, 1, negative=False, kind=INDEX_BOUNDS)
         return jnp.broadcast_to(x, index.shape)
     dim = _norm(dim, x.ndim)
+    shape = index.shape  # (a 0-d index of a 1-d x gives a 0-d result)
     if index.ndim == 0:
         index = index.reshape(1)
-    return x.at[_coords(index, dim, x.shape[dim])].get(mode="clip").reshape(index.shape) \
-        if index.size else jnp.zeros(index.shape, x.dtype)
+    return x.at[_coords(index, dim, x.shape[dim])].get(mode="clip").reshape(shape) \
+        if index.size else jnp.zeros(shape, x.dtype)
 
 
 def _scatter(x, dim, index, src, how):

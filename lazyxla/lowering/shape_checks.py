@@ -20,8 +20,20 @@ def _wrap(x, dim):
     return dim % max(x.dim(), 1)
 
 
+def _one_device(tensors):
+    """A 0-d CPU tensor among the device's ones: arithmetic takes it as a number, a list of
+    tensors to join does not (eager's CUDA cat raises)."""
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        cpu = torch.device("cpu")
+        device = next(d for d in devices if d != cpu)
+        fail(f"Expected all tensors to be on the same device, but found at least two devices, "
+             f"{device} and {cpu}!")
+
+
 @check(aten.cat.default)
 def _cat(tensors, dim=0):
+    _one_device(tensors)
     for i, t in enumerate(tensors):
         if t.dim() == 0:
             fail(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
@@ -42,6 +54,7 @@ def _cat(tensors, dim=0):
 
 @check(aten.stack.default)
 def _stack(tensors, dim=0):
+    _one_device(tensors)
     for i, t in enumerate(tensors[1:], 1):
         if t.shape != tensors[0].shape:
             fail(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "

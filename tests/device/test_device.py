@@ -145,6 +145,16 @@ def test_device_mismatch_raises_pytorch_error():
     torch.testing.assert_close(out.cpu(), torch.full((3,), 2.0))
 
 
+@pytest.mark.parametrize("join", [lambda ts: torch.stack(ts), lambda ts: torch.cat([t[None] for t in ts])])
+@pytest.mark.parametrize("cpu_first", [False, True])
+def test_a_0d_cpu_tensor_is_not_joined_with_device_tensors(join, cpu_first):
+    """A 0-d CPU tensor is a number to arithmetic, not to cat or stack (eager CUDA raises)."""
+    ts = [torch.tensor(1.0, device="lazyxla"), torch.tensor(2.0)]
+    with pytest.raises(RuntimeError, match="^Expected all tensors to be on the same device, but "
+                                           "found at least two devices, lazyxla:0 and cpu!$"):
+        join(ts[::-1] if cpu_first else ts)
+
+
 def test_failed_op_corrupts_nothing():
     d = lazyxla.device()
     a = torch.ones(2, 3, device=d)

@@ -231,3 +231,9 @@ def test_a_masked_write_into_an_empty_selection():
         x[:, None, 1:, m] = v
         return x
     check(setitem, torch.zeros(2, 1, 4), torch.tensor([True, False, True, True]), torch.zeros(2, 1, 0, 3))
+
+
+def test_gather_of_a_vector_with_a_0d_index_is_0d():
+    out = torch.arange(3., device="lazyxla").gather(0, torch.tensor(1, device="lazyxla"))
+    assert out.shape == ()
+    assert out.item() == 1.0
