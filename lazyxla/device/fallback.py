@@ -150,7 +150,12 @@ def cpu_fallback(op, args, kwargs):
     def result(x):
         if id(x) in back:
             return back[id(x)]
-        return from_cpu(x) if x.device.type == "cpu" and supports_dtype(x.dtype) else x
+        if x.device.type != "cpu":
+            return x
+        if not supports_dtype(x.dtype):  # (a quantized result: not a lazyxla tensor, nor a CPU one)
+            raise RuntimeError(f"lazyxla: {name} makes a tensor of dtype {x.dtype}, which lazyxla does "
+                            "not support; keep such work on the CPU (t.cpu())")
+        return from_cpu(x)
     return _map(out, result)
 
 

@@ -12,7 +12,7 @@ import warnings
 import torch
 
 from lazyxla.generations import Generations
-from lazyxla.jaxenv import tensor_type_name
+from lazyxla.jaxenv import supports_dtype, tensor_type_name
 
 
 # Entries per generation: a loop records a few hundred signatures; an entry holds about 1 KB, and
@@ -144,6 +144,9 @@ _WRITES_SELF: dict = {}
 
 def _spec(out):
     if isinstance(out, torch.Tensor):
+        if not supports_dtype(out.dtype):  # at the call, not at the read (`half * 1j`: complex32;
+            # a RuntimeError: Tensor.__mul__ turns a TypeError into NotImplemented)
+            raise RuntimeError(f"lazyxla does not support dtype {out.dtype}")
         return (tuple(out.shape), out.dtype)
     if isinstance(out, (list, tuple)):
         specs = tuple(_spec(o) for o in out)

@@ -222,3 +222,23 @@ def test_ops_without_a_pointwise_tag_reject_dtypes_as_eager(name, fn):
     with pytest.raises(type(want.value)) as got:
         fn(lazyxla.device())
     assert str(got.value) == str(want.value)
+
+
+HALVES = torch.ones(2, dtype=torch.half)
+COMPLEX32_MAKERS = {
+    "half * 1j": lambda h: h * 1j,
+    "to(complex32)": lambda h: h.to(torch.complex32),
+    "polar": lambda h: torch.polar(h, h),
+    "complex": lambda h: torch.complex(h, h),
+}
+
+
+@pytest.mark.parametrize("name", COMPLEX32_MAKERS)
+def test_a_complex32_result_raises_at_the_call(name):
+    with pytest.raises(RuntimeError, match="^lazyxla does not support dtype torch.complex32$"):
+        COMPLEX32_MAKERS[name](HALVES.to("lazyxla"))
+
+
+def test_a_quantized_result_of_the_cpu_fallback_raises_instead_of_staying_on_the_cpu():
+    with pytest.raises(RuntimeError, match="quantize_per_tensor makes a tensor of dtype torch.quint8"):
+        torch.quantize_per_tensor(torch.ones(2, device="lazyxla"), 0.1, 0, torch.quint8)
