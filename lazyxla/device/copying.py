@@ -3,15 +3,16 @@
 PyTorch copies and pickles a tensor through its storage unless the device is one it knows has no
 host-addressable storage (xla, lazy, ...) or a PrivateUse1 tensor without a storage. A lazyxla
 tensor keeps its state on a data-less storage, so those paths would clone or serialize nothing
-(deepcopy crashed the process; pickling failed). For lazyxla tensors, as PyTorch does for xla:
-deepcopy is a clone (a view: the same view of its base's copy, so a base and its views copied
-together still alias). torch.save and pickle save a tensor as eager saves a device tensor: on its
-buffer's storage, in eager's memory order, with its offset and strides, tagged with the device it
-loads back onto (map_location applies). Tensors on one buffer (a base and its views) are saved on
+(deepcopy crashed the process; pickling failed). For lazyxla tensors, deepcopy copies each
+buffer once, as eager copies each storage once: tensors on one buffer (a base, its views in any
+dtype, a detach) copied together still alias. torch.save and pickle save a tensor as eager saves
+a device tensor: on its buffer's storage, in eager's memory order, with its offset and strides,
+tagged with the device it loads back onto (map_location applies). Tensors on one buffer (a base and its views) are saved on
 one storage, as in eager, so they load sharing one buffer (or one CPU storage) again."""
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 
 import torch
@@ -29,12 +30,13 @@ def _deepcopy(original):
             return original(self, memo)  # (non-leaves: PyTorch's own error)
         if id(self) in memo:
             return memo[id(self)]
-        base = _root_base(self)
         with torch.no_grad():
-            if base is not None:  # a view: a view of its base's copy, so copies alias as originals do
-                new = base.__deepcopy__(memo).as_strided(self.size(), self.stride(), self.storage_offset())
-            else:
-                new = self.clone()
+            new = _copy_on_root(self, memo)
+            # as eager's: a conj/neg view copies as its value, a tensor of its own
+            if self.is_conj():
+                new = new.conj_physical()
+            if self.is_neg():
+                new = new.neg()
         if self.requires_grad:
             new.requires_grad_()
         if self.grad is not None:
@@ -44,12 +46,32 @@ def _deepcopy(original):
     return __deepcopy__
 
 
-def _root_base(t):
-    """The lazyxla base `t` is a view of (as_strided of it rebuilds `t`), or None."""
-    base = t._base if t._is_view() else None
-    if base is None or base.device.type != "lazyxla" or base.dtype != t.dtype or type(base) is not torch.Tensor:
-        return None
-    return base if type(buf.state_of(base)) is buf.Buffer else None
+def _copy_on_root(t, memo):
+    """t's raw data on the copy of its root buffer, made once per deepcopy (as eager copies each
+    storage once, in the memo): tensors on one buffer (a base, its views, `x.real`,
+    `view_as_real(x)`, `x.detach()`) are copied onto one new buffer, so they alias as the originals
+    do. The first tensor that is its whole root gets that root's copy (a plain buffer, not a
+    view); the others view it in their own dtype, strides and offset (set_, as eager's)."""
+    root = buf.state_of(t).root
+    key = (_MEMO_TAG, id(root))
+    held = memo.get(key)
+    if held is None:
+        shape, dtype, layout = tuple(root.node.shape), root.node.dtype, root.layout
+        whole = buf.new_tensor(root, shape, dtype) if layout is None else \
+            buf.new_strided_tensor(root, shape, dtype, layout, 0, math.prod(shape))
+        held = memo[key] = [root, whole.clone(), False]  # (root held: its id stays its own)
+    copied = held[1]
+    if t.dtype == copied.dtype and t.shape == copied.shape and t.stride() == copied.stride() \
+            and t.storage_offset() == 0:
+        if held[2]:
+            return copied.detach()  # another tensor of the same storage
+        held[2] = True
+        return copied
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+        copied.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+
+
+_MEMO_TAG = "lazyxla root buffer"
 
 
 # id(root Buffer) -> the CPU storage a save holds for it (the storage holds the root, so the id

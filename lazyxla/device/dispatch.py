@@ -218,8 +218,8 @@ class _Recorder:
                 node = st.read()
                 if VIEW_WATCH.on:
                     VIEW_WATCH.roots.append(st.root)
-            if t.is_conj():
-                node = math_bits(node, True, False)
+            if t.is_conj():  # (both bits: `torch._neg_view(z.conj())`)
+                node = math_bits(node, True, t.is_neg())
             elif t.is_neg():
                 node = math_bits(node, False, True)
             inputs.append(node)

@@ -13,6 +13,7 @@ from lazyxla.ir.node import data_node
 from lazyxla.jaxenv import type_name
 from lazyxla.lowering.registry import (LOWERINGS, VIEWS, Unsupported, functional_variant,
                                       mutated_args)
+from lazyxla.lowering.views import VIEW_CHECKS
 from . import dispatch, fallback, overlap, transfer
 
 aten = torch.ops.aten
@@ -79,6 +80,11 @@ def _mutating_kernel(op):
     # so autograd sees an optimizer step between a forward and its backward. (Eager's fused
     # optimizers and AMP's unscale bump nothing.)
     bumps = op.name().startswith("aten::_foreach_")
+    # an op PyTorch's Conjugate/Negative keys pass through (conj_physical_, neg_, addmm_, mm.out)
+    # reaches the kernel with its target's lazy bits set, where eager's kernel writes the raw
+    # storage: the result is the target's value, stored with its bits applied (any other op's
+    # targets come resolved, by PyTorch's math-bit fallback)
+    bits = _passes_math_bits(op)
 
     def kernel(*args, **kwargs):
         n = len(args)
@@ -124,6 +130,8 @@ def _mutating_kernel(op):
         for k, (t, v) in enumerate(zip(flat_targets, values)):
             if kept is not None and k in kept:
                 continue
+            if bits:
+                v = dispatch.math_bits(v, t.is_conj(), t.is_neg())
             if not inplace:
                 _write(t, v)
                 continue
@@ -144,8 +152,26 @@ def _mutating_kernel(op):
     return kernel
 
 
+def _passes_math_bits(op) -> bool:
+    """Whether the dispatcher's Conjugate or Negative key passes `op` through (no fallback that
+    resolves a conj/neg view it writes into a clone and copies the result back)."""
+    has, through = (torch._C._dispatch_has_kernel_for_dispatch_key,
+                    torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough)
+    try:
+        name = op.name()
+        return any(has(name, key) and through(name, key) for key in ("Conjugate", "Negative"))
+    except RuntimeError:  # an overload the dispatcher does not know by this name (hacked_twin)
+        return False
+
+
 def _view_kernel(op, low):
     info = dispatch.op_info(op)
+    check = VIEW_CHECKS.get(op)
+    if check is not None:  # (eager's checks of the input's strides, offset or bits)
+        def checked(self, *args, **kwargs):
+            check(self)
+            return dispatch.record_view(op, low, self, args, kwargs, info)
+        return checked
 
     def kernel(self, *args, **kwargs):
         return dispatch.record_view(op, low, self, args, kwargs, info)

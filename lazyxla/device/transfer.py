@@ -40,8 +40,11 @@ def copy_(self, src, non_blocking=False):
             node = dispatch.math_bits(st.read(), src.is_conj() != self.is_conj(),
                               src.is_neg() != self.is_neg())
         elif src.is_cpu:
-            node = (dispatch.cpu_scalar_node(src) if _traced_scalar(src)
-                    else buf.state_of(fallback.from_cpu(src)).read())
+            # (the host value comes with src's bits resolved; self's own bits are applied, so
+            # that a write through a conj/neg view stores its raw data, as the branch above)
+            node = dispatch.math_bits(
+                dispatch.cpu_scalar_node(src) if _traced_scalar(src)
+                else buf.state_of(fallback.from_cpu(src)).read(), self.is_conj(), self.is_neg())
         else:
             raise dispatch.device_mismatch(src)
         shape = self.shape if src.shape == self.shape else \

@@ -11,7 +11,9 @@ second a detach of the first, one storage and version counter, as eager's); a du
 earlier output (the same tensor object); another tensor of an input (`x.detach()`: a detach of
 that input per call, sharing its storage and version counter); None; a number (SymInt outputs are fixed per
 non-tensor-argument key), or one of the numbers the bridge feeds (input_items.py), returned as
-this call's value; or device data captured by the trace."""
+this call's value; or device data captured by the trace. An output that is a conj/neg view gets
+its lazy bits back after its recipe (`bits`, decided at extraction), as the recipes build tensors
+on raw data."""
 from __future__ import annotations
 
 import torch
@@ -27,7 +29,8 @@ SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED, VIEW_OF_INPUT, INPU
 
 
 class OutputHandler:
-    __slots__ = ("recipe", "roots", "groups", "meta", "slots_only", "pinned", "traced_views")
+    __slots__ = ("recipe", "roots", "groups", "meta", "slots_only", "pinned", "traced_views",
+                 "bits")
 
     def __init__(self, outputs, args, arg_of_root, input_data=frozenset()):
         """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index;
@@ -88,12 +91,22 @@ class OutputHandler:
                 else:
                     recipe.append((SLOT, (slot(node), tuple(o.shape), o.dtype, meta.dense_layout(o))))
         self.recipe, self.roots, self.groups = recipe, roots, tuple(groups)
+        # (position, conj, neg) of each output whose lazy conjugate/negative bits the recipe does
+        # not give: a recipe builds its tensor on the output's raw data (a program's output, an
+        # input's buffer), so an output that is a conj/neg view (`a.conj()`, `x.mH`, an in-place
+        # write's new value that aot_autograd copies back) takes its bits from here, decided now.
+        # A view of an argument is built from the argument, whose bits it would keep: always set.
+        self.bits = tuple(
+            (pos, o.is_conj(), o.is_neg())
+            for pos, (o, (kind, _)) in enumerate(zip(outputs, recipe))
+            if kind in (INPUT_ALIAS, INPUT_VIEW, VIEW_OF_INPUT)
+            or kind in (SLOT, SHARED, CONST) and (o.is_conj() or o.is_neg()))
         # an output built from an input's buffer with the chain traced: the inputs must still be
         # the views traced (the others are made from this call's arguments)
         self.traced_views = any(kind == INPUT_VIEW for kind, _ in recipe)
         # The common case, every output computed by the program and contiguous: (slot, shape,
         # dtype) per output.
-        self.slots_only = tuple(v[:3] for _, v in recipe) if all(
+        self.slots_only = tuple(v[:3] for _, v in recipe) if not self.bits and all(
             k == SLOT and v[3] is None for k, v in recipe) else None
 
     def __call__(self, results, args, fed=(), perms=None):
@@ -150,6 +163,8 @@ class OutputHandler:
             else:
                 array, dtype, layout = v
                 out.append(buf.wrap_node(data_node(array, dtype), layout))
+        for pos, conj, neg in self.bits:
+            _set_bits(out[pos], conj, neg)
         return out
 
     def _input_view(self, o, st, args, arg_of_root):
@@ -225,8 +240,17 @@ def views_of_written_inputs(outs, args, views):
                 and tuple(root.node.shape) == tuple(arg.shape) and root.node.dtype == arg.dtype:
             ops = _replay_ops(st.chain)
             if ops is not None:
-                outs[pos] = _replayed(arg, ops, ())
+                outs[pos] = _set_bits(_replayed(arg, ops, ()), o.is_conj(), o.is_neg())
     return outs
+
+
+def _set_bits(t, conj, neg):
+    """t with exactly the lazy conjugate/negative bits given (t is a tensor of this call's own)."""
+    if t.is_conj() != conj:
+        torch._C._set_conj(t, conj)
+    if t.is_neg() != neg:
+        torch._C._set_neg(t, neg)
+    return t
 
 
 def _takes_fed(ops) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import torch
 from jax import lax
 
 from lazyxla.jaxenv import np_dtype
@@ -235,6 +236,40 @@ def narrow(x, dim, start, length):
           scatter=lambda base, value, _meta: jnp.stack([jnp.real(value), jnp.imag(value)], -1).astype(base.dtype))
 def view_as_complex(x):
     return x[..., 0] + 1j * x[..., 1]
+
+
+# Eager's checks of a view's input that its meta inference, keyed by shape and dtype (not strides,
+# storage offset or lazy bits), would miss at a signature seen before: run by the view's kernel
+# on every call (device/kernels.py), a few comparisons where the input passes them. Where one
+# fails, eager's own kernel runs on a meta tensor of the input's geometry and raises its error.
+_COMPLEX_PARTS = (torch.float32, torch.float64, torch.float16)
+
+
+def _check_view_as_complex(x):
+    stride = x.stride()
+    if x.dtype in _COMPLEX_PARTS and stride and x.shape[-1] == 2 and stride[-1] == 1 \
+            and x.storage_offset() % 2 == 0 and all(s % 2 == 0 for s in stride[:-1]):
+        return
+    _eager_view(torch.view_as_complex, x)
+
+
+def _check_view_as_real(x):
+    if x.is_conj():  # (eager's message: resolve_conj first)
+        _eager_view(torch.view_as_real, x)
+
+
+def _eager_view(op, x):
+    """op on a meta tensor with x's shape, strides, storage offset and lazy conj bit: eager's
+    error, if eager raises one."""
+    from lazyxla.ir.meta import storage_span
+    shape, stride, offset = tuple(x.shape), tuple(x.stride()), x.storage_offset()
+    m = torch.empty((storage_span(shape, stride, offset),), dtype=x.dtype, device="meta")
+    m = m.as_strided(shape, stride, offset)
+    op(m.conj() if x.is_conj() else m)
+
+
+VIEW_CHECKS = {aten.view_as_complex.default: _check_view_as_complex,
+               aten.view_as_real.default: _check_view_as_real}
 
 
 def _bitcast(x, want):
