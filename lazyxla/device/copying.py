@@ -11,8 +11,10 @@ tagged with the device it loads back onto (map_location applies). Tensors on one
 one storage, as in eager, so they load sharing one buffer (or one CPU storage) again."""
 from __future__ import annotations
 
+import copy
 import functools
 import math
+import threading
 import weakref
 
 import torch
@@ -101,10 +103,31 @@ def _saved_location(storage):
     return getattr(storage, "_lazyxla_location", None)
 
 
+class _Copying(threading.local):
+    on = False
+
+
+_COPYING = _Copying()
+
+
+def _copy(self):
+    """copy.copy: a new tensor on the same storage, as eager's, through the tensor's own reduction
+    (as copy.copy's default), which for a lazyxla tensor is eager's reduction on its storage, not
+    torch.save's (a CPU copy of the buffer: the copy was a CPU tensor on the save's cached bytes)."""
+    if self.device.type != "lazyxla":
+        return copy._reconstruct(self, None, *self.__reduce_ex__(4))
+    _COPYING.on = True
+    try:
+        reduced = self.__reduce_ex__(4)
+    finally:
+        _COPYING.on = False
+    return copy._reconstruct(self, None, *reduced)
+
+
 def _reduce(original):
     @functools.wraps(original)
     def _reduce_ex_internal(self, proto):
-        if self.device.type != "lazyxla":
+        if self.device.type != "lazyxla" or _COPYING.on:
             return original(self, proto)
         from torch.utils.hooks import warn_if_has_hooks
         warn_if_has_hooks(self)
@@ -208,6 +231,7 @@ def install() -> None:
         return
     torch.Tensor.__deepcopy__ = _deepcopy(torch.Tensor.__deepcopy__)
     torch.Tensor._reduce_ex_internal = _reduce(torch.Tensor._reduce_ex_internal)
+    torch.Tensor.__copy__ = _copy
     # before the CPU's tagger (priority 10), which would tag the saved copies "cpu"; None for
     # every other storage and location
     torch.serialization.register_package(9, _saved_location, _restore_location)

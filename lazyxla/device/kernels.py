@@ -254,6 +254,12 @@ def _storage_of_overlapping_strides(op, kernel):
     return empty_strided
 
 
+# aten.alias: PyTorch's own kernel makes a C++ tensor on the same storage (so on the same lazy
+# state) with no Python object yet; a Python kernel's result has one, and `as_subclass` (which
+# wraps an alias: torchvision's tv_tensors) refused to make it an instance of another class.
+_ALIASES_LEFT_TO_PYTORCH = {aten.alias.default}
+
+
 def register_all() -> None:
     lib = torch.library.Library("aten", "IMPL")
     _libs.append(lib)
@@ -269,6 +275,8 @@ def register_all() -> None:
     for op, k in transfer.KERNELS.items():
         impl(op, k)
     for op, low in VIEWS.items():
+        if op in _ALIASES_LEFT_TO_PYTORCH:
+            continue
         impl(op, _view_kernel(op, low))
         for v in _variants(op):
             if not any(a.is_out for a in v._schema.arguments):  # t_, squeeze_, ... (not out=)

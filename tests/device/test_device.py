@@ -204,6 +204,40 @@ def test_deepcopy_of_a_base_and_its_views_keeps_them_aliased():
         torch.testing.assert_close(got, expected)
 
 
+def test_copy_copy_is_a_device_tensor_on_the_same_buffer():
+    """As eager's copy.copy: a new tensor object sharing the storage, which is what later saves
+    and copies read (it was a CPU tensor on torch.save's cached bytes)."""
+    import copy
+    import io
+    t = torch.arange(3.0, device="lazyxla")
+    c = copy.copy(t)
+    assert c is not t and c.device == t.device
+    c.add_(10)
+    assert t.tolist() == [10.0, 11.0, 12.0]
+    saved = io.BytesIO()
+    torch.save(t, saved)
+    saved.seek(0)
+    assert torch.load(saved).tolist() == [10.0, 11.0, 12.0]
+    assert copy.copy(t[1:]).tolist() == [11.0, 12.0]
+    p = torch.nn.Parameter(torch.ones(2, device="lazyxla"))
+    assert type(copy.copy(p)) is torch.nn.Parameter
+
+
+class _Tagged(torch.Tensor):
+    pass
+
+
+def test_as_subclass_is_an_alias_of_the_other_class():
+    """torchvision's tv_tensors wrap tensors with as_subclass: an alias, still in the graph."""
+    t = torch.arange(3.0, device="lazyxla", requires_grad=True) * 1
+    s = t.as_subclass(_Tagged)
+    assert type(s) is _Tagged and s._base is t and s.grad_fn is not None
+    with torch.no_grad():
+        s.add_(1)
+    assert t.tolist() == [1.0, 2.0, 3.0]
+    (s * 2).sum().backward()
+
+
 def test_pickle_and_torch_save_round_trip_to_the_device():
     import io
     import pickle
