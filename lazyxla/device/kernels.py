@@ -37,7 +37,26 @@ def _is_composite_implicit(op) -> bool:
 
 def _functional_kernel(op, low):
     info = dispatch.op_info(op)
+    name = op._schema.name
+    if name.endswith("_like") or name.startswith("aten::new_"):
+        return _made_where_asked(op, _functional_kernel_of(op, low, info))
+    return _functional_kernel_of(op, low, info)
 
+
+def _made_where_asked(op, kernel):
+    """A `*_like` or `new_*` op dispatches here by its tensor argument; a `device=` naming another
+    device (`zeros_like(x, device="cpu")`) makes the result there, as eager's composites do: the
+    op on a stand-in of x's geometry on that device."""
+    def made(x, *args, **kwargs):
+        device = kwargs.get("device")
+        if device is None or device.type == "lazyxla":
+            return kernel(x, *args, **kwargs)
+        stand_in = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device)
+        return op(stand_in, *args, **kwargs)
+    return made
+
+
+def _functional_kernel_of(op, low, info):
     def kernel(*args, **kwargs):
         try:
             return dispatch.record(op, low, args, kwargs, info)

@@ -204,6 +204,29 @@ def test_deepcopy_of_a_base_and_its_views_keeps_them_aliased():
         torch.testing.assert_close(got, expected)
 
 
+MADE_LIKE = {
+    "zeros_like": lambda x, **k: torch.zeros_like(x, **k),
+    "empty_like": lambda x, **k: torch.empty_like(x, **k),
+    "full_like": lambda x, **k: torch.full_like(x, 7, **k),
+    "randn_like": lambda x, **k: torch.randn_like(x, **k),
+    "randint_like": lambda x, **k: torch.randint_like(x, 5, **k),
+    "new_ones": lambda x, **k: x.new_ones(2, **k),
+    "new_full": lambda x, **k: x.new_full((2,), 3, **k),
+    "new_empty_strided": lambda x, **k: x.new_empty_strided((2,), (1,), **k),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("name", MADE_LIKE)
+def test_like_and_new_factories_make_their_result_on_the_device_asked(name, device):
+    x = torch.ones(2, 3, device="lazyxla").t()
+    expected = MADE_LIKE[name](x.cpu(), device=device)
+    got = MADE_LIKE[name](x, device=device)
+    assert (got.device.type, got.shape, got.stride(), got.dtype) == \
+        (device, expected.shape, expected.stride(), expected.dtype)
+    assert MADE_LIKE[name](x).device.type == "lazyxla"
+
+
 def test_copy_copy_is_a_device_tensor_on_the_same_buffer():
     """As eager's copy.copy: a new tensor object sharing the storage, which is what later saves
     and copies read (it was a CPU tensor on torch.save's cached bytes)."""
