@@ -128,16 +128,10 @@ def cpu_fallback(op, args, kwargs):
     ckw = {k: devkw(_map(v, to_host_arg)) for k, v in kwargs.items()}
     out = op(*cargs, **ckw)
     if any(o.is_nested for o in _flat(out)):
-        raise NotImplementedError(
-            f"lazyxla: {name} makes a nested tensor; lazyxla has no nested tensors. "
-            "nn.TransformerEncoder takes this path in eval mode with a src_key_padding_mask: "
-            "construct it with enable_nested_tensor=False.")
+        raise nested_error(name)
     layouts = {o.layout for o in _flat(out)} - {torch.strided}
     if layouts:
-        raise NotImplementedError(
-            f"lazyxla: {name} makes a {'/'.join(sorted(map(str, layouts)))} tensor; lazyxla has "
-            "dense (strided) tensors only, as PyTorch gives a Python-registered device no sparse "
-            "layouts. Keep sparse work on the CPU (t.cpu().to_sparse()).")
+        raise sparse_error(name, layouts)
     # Mutated arguments: copy the CPU result back into the device tensors they came from.
     back = {}
     for t in lazy:
@@ -157,6 +151,45 @@ def cpu_fallback(op, args, kwargs):
                             "not support; keep such work on the CPU (t.cpu())")
         return from_cpu(x)
     return _map(out, result)
+
+
+def nested_error(name) -> NotImplementedError:
+    return NotImplementedError(
+        f"lazyxla: {name} makes a nested tensor; lazyxla has no nested tensors. "
+        "nn.TransformerEncoder takes this path in eval mode with a src_key_padding_mask: "
+        "construct it with enable_nested_tensor=False.")
+
+
+def _refuse_nested(*args, **kwargs):
+    raise nested_error("nested_tensor")
+
+
+def sparse_error(name, layouts) -> NotImplementedError:
+    return NotImplementedError(
+        f"lazyxla: {name} makes a {'/'.join(sorted(map(str, layouts)))} tensor; lazyxla has "
+        "dense (strided) tensors only, as PyTorch gives a Python-registered device no sparse "
+        "layouts. Keep sparse work on the CPU (t.cpu().to_sparse()).")
+
+
+def _refuse_sparse(name, layout_of):
+    def refuse(*args, **kwargs):
+        raise sparse_error(name, {layout_of(kwargs)})
+    return refuse
+
+
+# What making a sparse or nested tensor on the device (`torch.sparse_csr_tensor(..., device=...)`,
+# `torch.nested.nested_tensor` of device tensors) or moving one there (`.to("lazyxla")`) reaches,
+# at the device's sparse and nested dispatch keys: a compressed or nested tensor was made,
+# holding device tensors, and every op on it then failed ("Could not run ... 'SparseCsrlazyxla'
+# backend"), or the move failed so.
+REFUSED_CONSTRUCTORS = {
+    ("_sparse_compressed_tensor_unsafe", "SparseCsrPrivateUse1"):
+        _refuse_sparse("_sparse_compressed_tensor_unsafe", lambda kw: kw.get("layout")),
+    ("_sparse_coo_tensor_with_dims_and_tensors", "SparsePrivateUse1"):
+        _refuse_sparse("_sparse_coo_tensor_with_dims_and_tensors", lambda kw: torch.sparse_coo),
+    ("_nested_tensor_from_tensor_list", "PrivateUse1"): _refuse_nested,
+    ("_to_copy", "NestedTensorPrivateUse1"): _refuse_nested,
+}
 
 
 def _flat(tree):

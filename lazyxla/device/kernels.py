@@ -309,6 +309,8 @@ def register_all() -> None:
             k = _mutating_kernel(v)
             if k is not None:
                 impl(v, k)
+    for (name, key), refuse in fallback.REFUSED_CONSTRUCTORS.items():
+        lib.impl(name, refuse, key)
     fb = torch.library.Library("_", "IMPL")
     _libs.append(fb)
     fb.fallback(catch_all, dispatch_key="PrivateUse1")

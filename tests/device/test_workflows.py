@@ -187,8 +187,17 @@ def test_sparse_layouts_raise_naming_the_remedy():
     """lazyxla has dense tensors only: making a sparse one, or an embedding whose backward would,
     raises saying so (the dispatcher's errors named neither the cause nor the remedy)."""
     x = torch.ones(2, 2, device=D)
-    for make in (lambda: x.to_sparse(), lambda: x.to_sparse_csr()):
+    host = torch.eye(2)
+    for make in (lambda: x.to_sparse(), lambda: x.to_sparse_csr(),
+                 lambda: host.to_sparse().to(D), lambda: host.to_sparse_csr().to(D),
+                 lambda: host.to_sparse_bsr((1, 1)).to(D),
+                 lambda: torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]),
+                                                 torch.ones(2), (2, 2), device=D)):
         with pytest.raises(NotImplementedError, match="dense \\(strided\\) tensors only"):
+            make()
+    for make in (lambda: torch.nested.nested_tensor([x[0], x[1, :1]]),
+                 lambda: torch.nested.nested_tensor([host[0], host[1, :1]]).to(D)):
+        with pytest.raises(NotImplementedError, match="lazyxla has no nested tensors"):
             make()
     torch.manual_seed(0)
     emb = torch.nn.Embedding(4, 3, sparse=True)
