@@ -146,3 +146,27 @@ def col2im(x, output_size, kernel_size, dilation, padding, stride):
                 blocks[:, :, i, j]
             out = out + placed[:, :, ph:ph + h, pw:pw + w]
     return out if batched else out.squeeze(0)
+
+
+def _kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None,
+                   device=None, pin_memory=None):
+    """Eager's kaiser_window: I0(beta * sqrt(|1 - ((n - alpha) / alpha)^2|)) / I0(beta) over
+    n = 0..N-1 (N one more when periodic, the last dropped), alpha = (N - 1) / 2, in the dtype's
+    math type (float32 for halves). Its CPU kernel is a DispatchStub, which no Python device
+    has (an internal assert)."""
+    dtype = dtype or torch.get_default_dtype()
+    # eager's checks and messages (window length, dtype, layout), from the meta device
+    torch.kaiser_window(window_length, periodic, beta, dtype=dtype, layout=layout, device="meta")
+    if window_length <= 1:
+        return (torch.ones if window_length else torch.empty)(window_length, dtype=dtype, device=device)
+    n = window_length + 1 if periodic else window_length
+    math = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    alpha = (n - 1) / 2.0
+    ratio = (torch.arange(n, dtype=dtype, device=device).to(math) - alpha) / alpha
+    window = torch.special.i0(beta * torch.sqrt(torch.abs(1 - ratio * ratio))) / \
+        torch.special.i0(torch.tensor(beta, dtype=math, device=device))
+    return window[:window_length].to(dtype) if periodic else window.to(dtype)
+
+
+for _op in (aten.kaiser_window.default, aten.kaiser_window.periodic, aten.kaiser_window.beta):
+    decomposes(_op)(_kaiser_window)

@@ -15,6 +15,7 @@ from lazyxla.lowering.registry import (LOWERINGS, VIEWS, Unsupported, functional
                                       mutated_args)
 from lazyxla.lowering.views import VIEW_CHECKS
 from . import dispatch, fallback, overlap, transfer
+from .decompositions import DECOMPOSITIONS
 
 aten = torch.ops.aten
 _libs = []
@@ -309,6 +310,9 @@ def register_all() -> None:
             k = _mutating_kernel(v)
             if k is not None:
                 impl(v, k)
+    for op, fn in DECOMPOSITIONS.items():  # (a composite kernel would be chosen before the catch-all)
+        if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeExplicitAutograd"):
+            impl(op, fn)
     for (name, key), refuse in fallback.REFUSED_CONSTRUCTORS.items():
         lib.impl(name, refuse, key)
     fb = torch.library.Library("_", "IMPL")

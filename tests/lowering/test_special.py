@@ -77,3 +77,21 @@ def test_log_ndtr_keeps_float32_relative_accuracy_where_ndtr_is_near_1():
     error = lambda y: ((y.double() - exact) / exact)[finite].abs().max()  # noqa: E731
     assert error(got) < 1.5 * error(eager) < 1e-5  # (eager's float32: 3.7e-6 near x = 9)
     assert torch.equal(got[~finite & ~exact.isnan()], exact[~finite & ~exact.isnan()].float())
+
+
+@pytest.mark.parametrize("args,dtype", [((5,), torch.float32), ((6, False, 3.0), torch.float32),
+                                        ((7, True, 0.5), torch.float64), ((4,), torch.float16),
+                                        ((1,), torch.float32), ((0,), torch.float32)])
+def test_kaiser_window_matches_eager(args, dtype):
+    """Its eager kernel is a DispatchStub, which failed with an internal assert on the device."""
+    expected = torch.kaiser_window(*args, dtype=dtype)
+    got = torch.kaiser_window(*args, dtype=dtype, device="lazyxla")
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_kaiser_window_raises_eagers_errors():
+    with pytest.raises(RuntimeError, match="requires non-negative window_length"):
+        torch.kaiser_window(-1, device="lazyxla")
+    with pytest.raises(RuntimeError, match="expects floating point dtypes"):
+        torch.kaiser_window(4, dtype=torch.int64, device="lazyxla")
