@@ -204,12 +204,24 @@ def infer_keyed(op, key, args, kwargs):
 
 def dense_layout(t):
     """t's strides if they are a permutation of contiguous ones other than the identity (dense,
-    non-overlapping, not contiguous), else None."""
-    if t.dim() < 2 or t.is_contiguous() or torch._debug_has_internal_overlap(t) != 0:
+    non-overlapping), else None. A contiguous tensor's strides too where they differ from the
+    row-major ones in a size-1 dim: eager's channels-last (1, 6, 1, 1) has strides (6, 1, 6, 6)."""
+    if t.dim() < 2 or torch._debug_has_internal_overlap(t) != 0:
         return None
-    if storage_span(t.shape, t.stride(), 0) != t.numel():
+    stride = tuple(t.stride())
+    if t.is_contiguous() and stride == _row_major(t.shape):
         return None
-    return tuple(t.stride())
+    if storage_span(t.shape, stride, 0) != t.numel():
+        return None
+    return stride
+
+
+def _row_major(shape) -> tuple:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
 
 
 def _layout(t):

@@ -86,6 +86,13 @@ def test_as_strided_of_a_permuted_result_addresses_eagers_memory_order():
     torch.testing.assert_close(write(X.to(D)).cpu(), write(X))
 
 
+def test_channels_last_strides_of_size_1_dims_are_eagers_where_made():
+    cl = torch.channels_last
+    expected = torch.empty(1, 6, 1, 1, memory_format=cl).stride()  # (6, 1, 6, 6)
+    assert torch.empty(1, 6, 1, 1, memory_format=cl, device=D).stride() == expected
+    assert torch.randn(1, 6, 1, 1).to(D, memory_format=cl).stride() == expected
+
+
 def test_transfers_keep_a_permuted_layout():
     t = X.permute(2, 0, 1)
     on = t.to(D)
