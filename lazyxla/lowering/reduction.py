@@ -8,7 +8,6 @@ stable with NaN largest, integer sums promote to int64 (the meta dtype says so).
 from __future__ import annotations
 
 import functools
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +17,7 @@ from jax import lax
 from lazyxla.jaxenv import np_dtype
 from .arithmetic import log_add_exp_complex
 from .pointwise import in_dtype_of
-from .registry import aten, register
+from .registry import aten, real_part, register
 
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
 
@@ -66,23 +65,8 @@ def _as_acc(x, _meta, i=0):
     shape, dtype = _out(_meta, i)
     acc = _acc(dtype)
     if jnp.iscomplexobj(x) and not jnp.issubdtype(acc, jnp.complexfloating):
-        x = _real_part(x)  # (`z.sum(dtype=torch.float32)`)
+        x = real_part(x)  # (`z.sum(dtype=torch.float32)`)
     return x.astype(acc), shape
-
-
-_warned_complex_cast = False
-
-
-def _real_part(x):
-    """A complex x's real part, where eager casts it to a real dtype: eager's warning, once per
-    process as eager's (TORCH_WARN_ONCE), given while the program is traced; JAX's own cast of
-    complex to real warns of its deprecation."""
-    global _warned_complex_cast
-    if not _warned_complex_cast:
-        _warned_complex_cast = True
-        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
-                      stacklevel=2)
-    return jnp.real(x)
 
 
 def _move_last(x, dim):

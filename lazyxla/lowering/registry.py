@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -323,9 +324,26 @@ def astype(x, dt):
     true where either part is nonzero, as in c10 (XLA's conversion reads the real part only)."""
     if x.dtype == jnp.bool_ and (jnp.issubdtype(dt, jnp.inexact)):
         return jnp.where(x, jnp.ones((), dt), jnp.zeros((), dt))
-    if dt == jnp.bool_ and jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return x != 0
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(dt, jnp.complexfloating):
+        if dt == jnp.bool_:
+            return x != 0
+        x = real_part(x)
     return jax.lax.convert_element_type(x, dt)
+
+
+_warned_complex_cast = False
+
+
+def real_part(x):
+    """A complex x's real part, where eager casts it to a real dtype: eager's warning, once per
+    process as eager's (TORCH_WARN_ONCE), given while the program is traced (JAX's own cast of
+    complex to real warns of its deprecation, once per call site)."""
+    global _warned_complex_cast
+    if not _warned_complex_cast:
+        _warned_complex_cast = True
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
+                      stacklevel=2)
+    return jnp.real(x)
 
 
 def weak_scalar(x):

@@ -48,14 +48,18 @@ with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     values = [z.sum(dtype=torch.float32).item(), z.prod(dtype=torch.float32).item(),
               z.cumsum(0, dtype=torch.float64).tolist()]
+    r = torch.zeros(2, device="lazyxla")
+    r[0] = torch.tensor(1 + 1j)
+    values += [r.tolist(), z.float().tolist(), torch.ones(2, device="lazyxla").copy_(z).tolist()]
 print(values)
 print(sorted({(x.category.__name__, str(x.message)) for x in w}))
 """
 
 
-def test_complex_to_real_dtype_in_a_reduction_warns_as_eager_once():
-    """Eager: the imaginary part is dropped, with one UserWarning per process."""
+def test_complex_to_real_casts_warn_as_eager_once():
+    """Eager: the imaginary part is dropped, with one UserWarning per process (reductions with a
+    real dtype, copies and conversions; not JAX's ComplexWarning or deprecation warning)."""
     out = subprocess.run([sys.executable, "-c", _WARNING_PROBE], capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    assert out[0] == "[4.0, 3.0, [1.0, 4.0]]"
+    assert out[0] == "[4.0, 3.0, [1.0, 4.0], [1.0, 0.0], [1.0, 3.0], [1.0, 3.0]]"
     assert out[1] == str([("UserWarning", "Casting complex values to real discards the imaginary part")])
