@@ -125,7 +125,7 @@ def register() -> None:
     register_all()
     rng.manual_seed(torch.initial_seed())
     from . import (accelerator, autocast, control_flow, copying, dlpack, flex_attention, hooks,
-                   modules, pinning, private_kernels, rng_prims, storages)
+                   modules, pinning, private_kernels, rng_prims, storages, torchscript)
     private_kernels.install()
     accelerator.install()
     control_flow.install()
@@ -138,6 +138,7 @@ def register() -> None:
     dlpack.install()
     rng_prims.install()
     hooks.install()
+    torchscript.install()
     _backward_on_calling_thread()
     _replay_views()
     _registered = True

@@ -57,6 +57,21 @@ def data_ptr(self) -> int:
     return id(st.root)  # the Buffer object lives as long as any tensor or storage on it
 
 
+def tensor_data_ptr(self) -> int:
+    """A lazyxla tensor's data_ptr(): its storage's plus its offset's bytes, as eager's tensors
+    relate the two (torch.export's weight packager takes a tensor whose pointer is not its
+    storage's for a slice, and rebuilt every weight with a size from their difference)."""
+    if self.is_cpu:  # (the common caller's: one attribute before PyTorch's answer)
+        return _tensor_data_ptr(self)
+    st = _state(self.untyped_storage()) if self.device.type == "lazyxla" else None
+    if st is None:
+        return _tensor_data_ptr(self)
+    return id(st.root) + self.storage_offset() * self.element_size()
+
+
+_tensor_data_ptr = torch.Tensor.data_ptr
+
+
 def __len__(self) -> int:
     return nbytes(self) if _state(self) is not None else _originals["__len__"](self)
 
@@ -180,6 +195,7 @@ def install() -> None:
     for name, method in _METHODS.items():
         _originals[name] = getattr(_UNTYPED, name)
         setattr(_UNTYPED, name, method)
+    torch.Tensor.data_ptr = tensor_data_ptr
     lib = torch.library.Library("aten", "IMPL")
     _libs.append(lib)
     lib.impl("_new_zeros_with_same_feature_meta", _new_zeros_with_same_feature_meta, "PrivateUse1")
