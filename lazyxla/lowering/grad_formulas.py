@@ -348,8 +348,9 @@ _AUTOGRAD = torch.library.Library("aten", "IMPL")
 
 
 def _register(name, kernel):
-    """kernel as name's autograd kernel on lazyxla. Under torch.func's transforms, PyTorch's own
-    kernel runs instead: functorch knows its formulas at every level (forward mode too), not a
+    """kernel as name's autograd kernel on lazyxla (it returns NotImplemented for the calls it
+    leaves to PyTorch's own kernel). Under torch.func's transforms, PyTorch's own kernel runs
+    instead: functorch knows its formulas at every level (forward mode too), not a
     Python autograd.Function called from inside an op's kernel."""
     original = torch.library.get_kernel("aten::" + name, "AutogradPrivateUse1")
 
@@ -358,7 +359,8 @@ def _register(name, kernel):
         # not require grad would lose its tangent below autograd)
         if torch._C._are_functorch_transforms_active() or _forward_ad._current_level >= 0:
             return original.call_boxed(keys, *args, **kwargs)
-        return kernel(*args, **kwargs)
+        out = kernel(*args, **kwargs)
+        return original.call_boxed(keys, *args, **kwargs) if out is NotImplemented else out
     _AUTOGRAD.impl(name, dispatched, "AutogradPrivateUse1", with_keyset=True)
 
 
@@ -369,6 +371,29 @@ _register("masked_fill.Tensor", _differentiable(aten.masked_fill.Tensor, _Masked
 _register("index_fill.int_Tensor", _differentiable(aten.index_fill.int_Tensor, _IndexFill, (0, 3)))
 _register("index_put", _index_putting(False))
 _register("index_put_", _index_putting(True))
+
+
+def _cross_entropy(x, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
+    """cross_entropy with class targets, a weight and label smoothing, mean-reduced: PyTorch's
+    composite, with the sum of the targets' weights taken as it takes it for tensor subclasses
+    (gather at the masked target, the ignored ones zeroed), not by masked_select (a read of the
+    device and a CPU fallback in the middle of the step). Any other call is PyTorch's own."""
+    if weight is None or label_smoothing <= 0 or reduction != 1 or target.is_floating_point():
+        return NotImplemented
+    class_dim = 0 if x.dim() == 1 else 1
+    logp = torch.log_softmax(x, class_dim, dtype=x.dtype)
+    nll = torch.nn.functional.nll_loss(logp, target, weight, reduction="mean",
+                                       ignore_index=ignore_index)
+    ignored = target == ignore_index
+    shape = [1] * logp.dim()
+    shape[class_dim] = weight.shape[0]
+    smooth = -(logp * weight.view(shape)).sum(class_dim).masked_fill(ignored, 0.0)
+    kept = target.masked_fill(ignored, 0)
+    weight_sum = weight.gather(0, kept.flatten()).masked_fill(ignored.flatten(), 0).sum()
+    return (1 - label_smoothing) * nll + smooth.sum() / weight_sum * (label_smoothing / x.shape[class_dim])
+
+
+_register("cross_entropy_loss", _cross_entropy)
 _register("prod", _prod)
 _register("prod.dim_int", _prod_dim)
 _register("cumprod", _cumprod)

@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import lazyxla
 from lazyxla.testing import check, check_grad
 
 torch.manual_seed(0)
@@ -157,3 +158,28 @@ def test_binary_cross_entropy_backward_is_eagers_kernel_bit_for_bit(dtype, reduc
     check(lambda gy, x, y, w: (torch.ops.aten.binary_cross_entropy_backward(gy, x, y, None, reduction),
                                torch.ops.aten.binary_cross_entropy_backward(gy, x, y, w, reduction)),
           gy, x, y, w, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("ignore_index", [-100, 1])
+@pytest.mark.parametrize("shape", [(8, 4), (3, 5, 2), (5,)])
+def test_cross_entropy_with_a_weight_and_label_smoothing_stays_on_the_device(shape, ignore_index):
+    """PyTorch's composite sums the targets' weights with masked_select there (a device read and
+    a CPU fallback mid-step); lazyxla's takes the masked gather PyTorch takes for subclasses."""
+    torch.manual_seed(0)
+    classes = shape[0] if len(shape) == 1 else shape[1]
+    x = torch.randn(*shape, dtype=torch.float64)
+    target = torch.randint(0, classes, shape[:1] + shape[2:] if len(shape) > 1 else ())
+    weight = torch.rand(classes, dtype=torch.float64)
+
+    def loss(x, t, w):
+        return F.cross_entropy(x, t, weight=w, label_smoothing=0.1, ignore_index=ignore_index)
+    xc = x.clone().requires_grad_()
+    expected = loss(xc, target, weight)
+    expected.backward()
+    xd = x.to("lazyxla").requires_grad_()
+    lazyxla.metrics.clear_counters()
+    got = loss(xd, target.to("lazyxla"), weight.to("lazyxla"))
+    got.backward()
+    torch.testing.assert_close(got.detach().cpu(), expected.detach(), equal_nan=True)  # all ignored
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, equal_nan=True)
+    assert lazyxla.metrics.executed_fallback_ops() == []
