@@ -26,6 +26,9 @@ subclasses and CUDA tensors:
   over the selected elements, else, as for masked_scatter, the gradient at the i-th selected
   element. (PyTorch's `grad[mask]` has a size that depends on the data: the mask was read and the
   indexing ran on the CPU.) Other indices keep PyTorch's formula.
+- cross_entropy with class targets, a weight and label smoothing, mean-reduced: PyTorch's
+  composite with the targets' weight sum taken by a masked gather, as it takes it for tensor
+  subclasses (it summed `weight.gather(0, target.masked_select(...))`: a read and a CPU fallback).
 """
 from __future__ import annotations
 
