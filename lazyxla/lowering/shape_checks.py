@@ -61,6 +61,24 @@ def _stack(tensors, dim=0):
                  f"entry 0 and {list(t.shape)} at entry {i}")
 
 
+@check(aten.max_pool2d_with_indices.default, aten.max_pool2d.default)
+def _max_pool2d(x, *args, **kwargs):
+    if x.dim() not in (3, 4):  # (PyTorch's meta kernel asks for size(-3) first: an IndexError)
+        fail("non-empty 3D or 4D (batch mode) tensor expected for input")
+
+
+@check(aten.multi_margin_loss.default)
+def _multi_margin_loss(x, target, *args, **kwargs):
+    if not ((x.dim() <= 1 and x.numel() != 0) or (x.dim() == 2 and x.shape[1] != 0)):
+        fail(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+             f"{list(x.shape)}")
+    samples = 1 if x.dim() <= 1 else x.shape[0]
+    if target.dim() > 1 or target.numel() != samples:
+        fail(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of "
+             f"input samples (batch size). Expected target size [{samples}], but got "
+             f"{list(target.shape)}. Input has shape {list(x.shape)}.")
+
+
 @check(aten.native_layer_norm.default)
 def _layer_norm(x, normalized_shape, weight, bias, eps):
     shape = list(normalized_shape)

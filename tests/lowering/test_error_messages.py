@@ -121,6 +121,11 @@ SHAPES = {  # the meta kernels' own words before (lazyxla/lowering/shape_checks.
     "zeros, negative size": lambda: torch.zeros(2, -3),
     "repeat, negative": lambda: r(2, 3).repeat(2, -1),
     "tile, negative": lambda: r(3).tile(-1),
+    "max_pool2d of a matrix": lambda: F.max_pool2d(r(3, 4), 2),
+    "max_pool2d of a matrix, indices": lambda: F.max_pool2d(r(3, 4), 2, return_indices=True),
+    "multi_margin_loss, target count": lambda: F.multi_margin_loss(r(5, 10), r(3, dtype=L)),
+    "multi_margin_loss, target rank": lambda: F.multi_margin_loss(r(5, 10), r(5, 1, dtype=L)),
+    "multi_margin_loss, 3-d input": lambda: F.multi_margin_loss(r(2, 5, 10), r(2, dtype=L)),
 }
 CASES = {**PRODUCTS, **CONVOLUTIONS, **BROADCASTS, **SHAPES}
 
