@@ -5,7 +5,9 @@ a TensorImpl type (CPU <-> an out-of-tree device), so `model.to("lazyxla")` unti
 modules share (GPT-2's lm_head and embedding): training then silently differs from CPU. PyTorch's
 own remedy is swap_module_params_on_conversion, which converts each Parameter in place; lazyxla
 turns it on for conversions that involve the lazyxla device only (`Module.to`, `Module.cpu`).
-Set LAZYXLA_KEEP_TIED_WEIGHTS=0 to keep PyTorch's default behaviour.
+Set LAZYXLA_KEEP_TIED_WEIGHTS=0 to keep PyTorch's default behaviour. A lazy module's
+uninitialized parameters and buffers are made anew on the target device (PyTorch's conversion
+made them plain tensors of size 0).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import functools
 import warnings
 
 import torch
+from torch import nn
 
 from lazyxla import envflags
 
@@ -26,36 +29,70 @@ def _involves_lazyxla(module, target) -> bool:
         any(t.device.type == "lazyxla" for t in module.buffers())
 
 
-def _swapping(method, target_of):
+def _converting(method, target_of):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        if torch.__future__.get_swap_module_params_on_conversion() or \
-                not _involves_lazyxla(self, target_of(*args, **kwargs)):
+        target, dtype = target_of(*args, **kwargs)
+        if not _involves_lazyxla(self, target):
             return method(self, *args, **kwargs)
-        torch.__future__.set_swap_module_params_on_conversion(True)
+        aside = _set_aside_uninitialized(self)
         try:
-            return method(self, *args, **kwargs)
-        except RuntimeError as e:
-            if "swap" not in str(e):
-                raise
-            # swap_tensors refuses parameters that a live autograd graph still references
-            warnings.warn(f"lazyxla: could not convert parameters in place ({e.__cause__ or e}); "
-                          "converting them as PyTorch does by default, which unties shared weights")
+            return _converted(self, method, args, kwargs)
         finally:
-            torch.__future__.set_swap_module_params_on_conversion(False)
-        return method(self, *args, **kwargs)
+            for table, name, t in aside:
+                table[name] = type(t)(requires_grad=t.requires_grad, device=target or t.device,
+                                      dtype=dtype if dtype is not None and t.is_floating_point()
+                                      else t.dtype)
     return wrapper
 
 
+def _converted(module, method, args, kwargs):
+    if torch.__future__.get_swap_module_params_on_conversion() or not _KEEP_TIED:
+        return method(module, *args, **kwargs)
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        return method(module, *args, **kwargs)
+    except RuntimeError as e:
+        if "swap" not in str(e):
+            raise
+        # swap_tensors refuses parameters that a live autograd graph still references
+        warnings.warn(f"lazyxla: could not convert parameters in place ({e.__cause__ or e}); "
+                      "converting them as PyTorch does by default, which unties shared weights")
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(False)
+    return method(module, *args, **kwargs)
+
+
+def _set_aside_uninitialized(module) -> list:
+    """(table, name, tensor) of a lazy module's uninitialized parameters and buffers (nn.LazyLinear's
+    before its first forward), each taken out of its table (None) while the module converts, to be
+    made anew on the target. Converted, they became plain tensors of size 0, as PyTorch converts
+    between TensorImpl types (CPU and lazyxla), and the first forward failed ("in_features ...
+    from self.weight: 0"); CUDA keeps them, its tensors being the CPU's type."""
+    kinds = (nn.parameter.UninitializedParameter, nn.parameter.UninitializedBuffer)
+    aside = []
+    for m in module.modules():
+        for table in (m._parameters, m._buffers):
+            for name, t in list(table.items()):
+                if isinstance(t, kinds):
+                    aside.append((table, name, t))
+                    table[name] = None
+    return aside
+
+
 def _to_target(*args, **kwargs):
-    device = torch._C._nn._parse_to(*args, **kwargs)[0]
-    return device
+    device, dtype = torch._C._nn._parse_to(*args, **kwargs)[:2]
+    return device, dtype
+
+
+_KEEP_TIED = True
 
 
 def install() -> None:
-    global _installed
-    if _installed or not envflags.flag("LAZYXLA_KEEP_TIED_WEIGHTS", True):
+    global _installed, _KEEP_TIED
+    if _installed:
         return
-    torch.nn.Module.to = _swapping(torch.nn.Module.to, _to_target)
-    torch.nn.Module.cpu = _swapping(torch.nn.Module.cpu, lambda *a, **k: None)
+    _KEEP_TIED = envflags.flag("LAZYXLA_KEEP_TIED_WEIGHTS", True)
+    torch.nn.Module.to = _converting(torch.nn.Module.to, _to_target)
+    torch.nn.Module.cpu = _converting(torch.nn.Module.cpu, lambda *a, **k: (torch.device("cpu"), None))
     _installed = True

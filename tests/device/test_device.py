@@ -289,3 +289,17 @@ def test_a_device_index_other_than_0_is_refused(make):
     """One device: lazyxla:1 silently meant lazyxla:0."""
     with pytest.raises(RuntimeError, match="invalid device index"):
         make()
+
+
+@pytest.mark.parametrize("make,shape", [(lambda: torch.nn.LazyLinear(4), (2, 7)),
+                                        (lambda: torch.nn.LazyConv2d(3, 2), (1, 2, 5, 5)),
+                                        (lambda: torch.nn.LazyBatchNorm1d(), (4, 3))])
+def test_a_lazy_module_moved_before_its_first_forward_initializes_on_the_device(make, shape):
+    """Its uninitialized parameters stay uninitialized (they became plain tensors of size 0)."""
+    torch.manual_seed(0)
+    m = make().to("lazyxla")
+    assert isinstance(m.weight, torch.nn.parameter.UninitializedParameter)
+    x = torch.randn(*shape)
+    out = m(x.to("lazyxla"))
+    assert m.weight.device.type == "lazyxla" and type(m.weight) is torch.nn.Parameter
+    torch.testing.assert_close(out.cpu(), m.cpu()(x))
