@@ -209,19 +209,12 @@ def dense_layout(t):
     if t.dim() < 2 or torch._debug_has_internal_overlap(t) != 0:
         return None
     stride = tuple(t.stride())
-    if t.is_contiguous() and stride == _row_major(t.shape):
+    if t.is_contiguous() and stride == contiguous_strides(t.shape):
         return None
     if storage_span(t.shape, stride, 0) != t.numel():
         return None
     return stride
 
-
-def _row_major(shape) -> tuple:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def _layout(t):
