@@ -147,8 +147,8 @@ def cpu_fallback(op, args, kwargs):
         if x.device.type != "cpu":
             return x
         if not supports_dtype(x.dtype):  # (a quantized result: not a lazyxla tensor, nor a CPU one)
-            raise RuntimeError(f"lazyxla: {name} makes a tensor of dtype {x.dtype}, which lazyxla does "
-                            "not support; keep such work on the CPU (t.cpu())")
+            raise RuntimeError(f"lazyxla: {name} makes a tensor of dtype {x.dtype}, which "
+                               "lazyxla does not support; keep such work on the CPU (t.cpu())")
         return from_cpu(x)
     return _map(out, result)
 

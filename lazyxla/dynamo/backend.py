@@ -47,10 +47,11 @@ class CompiledGraph:
 
     def __call__(self, *args):
         if _forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active() or (
-                self.backward and any(map(_is_legacy_batched, args))):
+                self.backward and args and _is_legacy_batched(args[-1])):
             # dual tensors (forward AD), torch.func's wrapped ones, or the legacy vmap's batched
-            # ones (autograd.grad's is_grads_batched runs the backward under it): the graph's ops
-            # as they stand carry tangents and batch dims; the program would drop them
+            # ones (autograd.grad's is_grads_batched runs the backward under it; a backward
+            # graph's gradients come last): the graph's ops as they stand carry tangents and batch
+            # dims; the program would drop them
             return self._as_it_stands(args)
         impl = self.impl
         if impl is None:
