@@ -25,6 +25,7 @@ from jax import lax
 
 from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
+from .complex_math import complex_abs, conj_cut, odd_cut
 from .exact_arith import Arith, round_to, rounder
 from .registry import COMPLEX_VALUE, astype, aten, check_fits, check_values, register
 
@@ -179,44 +180,16 @@ def _unary(*ops, ints=None):
 
 _ident = lambda x: x  # noqa: E731
 
-
-def _conj_cut(fn):
-    """fn with eager's (C99's) side of a branch cut along the real axis for a complex x whose
-    imaginary part is -0.0: conj(fn(conj(x))), as f(conj(z)) == conj(f(z)) for these functions.
-    XLA's complex sqrt/asin/acos/acosh take +0.0's side for both zeros. Real x: fn itself."""
-    def f(x):
-        if not jnp.iscomplexobj(x):
-            return fn(x)
-        im = jnp.imag(x)
-        flip = (im == 0) & jnp.signbit(im)
-        r = fn(jnp.where(flip, jnp.conj(x), x))
-        return jnp.where(flip, jnp.conj(r), r)
-    return f
-
-
-def _odd_cut(fn):
-    """fn (odd) with eager's side of a branch cut along the imaginary axis for a complex x whose
-    real part is -0.0: -fn(-x) (XLA's asinh takes +0.0's side for both zeros)."""
-    def f(x):
-        if not jnp.iscomplexobj(x):
-            return fn(x)
-        re = jnp.real(x)
-        flip = (re == 0) & jnp.signbit(re)
-        r = fn(jnp.where(flip, -x, x))
-        return jnp.where(flip, -r, r)
-    return f
-
-
 _SIMPLE = {
     aten.exp.default: jnp.exp, aten.exp2.default: jnp.exp2, aten.expm1.default: jnp.expm1,
     aten.log.default: jnp.log, aten.log2.default: jnp.log2, aten.log10.default: jnp.log10,
-    aten.log1p.default: jnp.log1p, aten.sqrt.default: _conj_cut(jnp.sqrt),
+    aten.log1p.default: jnp.log1p, aten.sqrt.default: conj_cut(jnp.sqrt),
     aten.rsqrt.default: lax.rsqrt,
     aten.sin.default: jnp.sin, aten.cos.default: jnp.cos, aten.tan.default: jnp.tan,
-    aten.asin.default: _conj_cut(jnp.arcsin), aten.acos.default: _conj_cut(jnp.arccos),
+    aten.asin.default: conj_cut(jnp.arcsin), aten.acos.default: conj_cut(jnp.arccos),
     aten.atan.default: jnp.arctan,
     aten.sinh.default: jnp.sinh, aten.cosh.default: jnp.cosh, aten.tanh.default: jnp.tanh,
-    aten.asinh.default: _odd_cut(jnp.arcsinh), aten.acosh.default: _conj_cut(jnp.arccosh),
+    aten.asinh.default: odd_cut(jnp.arcsinh), aten.acosh.default: conj_cut(jnp.arccosh),
     aten.atanh.default: jnp.arctanh,
     aten.sigmoid.default: lambda x: 1 / (1 + jnp.exp(-x)),
     aten.erf.default: lax.erf, aten.erfc.default: lax.erfc, aten.erfinv.default: lax.erf_inv,
@@ -234,19 +207,7 @@ _unary(aten.floor.default, ints=_ident)(jnp.floor)
 _unary(aten.ceil.default, ints=_ident)(jnp.ceil)
 _unary(aten.trunc.default, ints=_ident)(jnp.trunc)
 _unary(aten.round.default, ints=_ident)(jnp.round)  # half to even, as nearbyint
-
-
-def _abs(x):
-    """|x|; a complex x with an infinite part is inf even where the other is NaN (C99's hypot,
-    eager's), where XLA's gives NaN."""
-    if not jnp.iscomplexobj(x):
-        return jnp.abs(x)
-    a = jnp.abs(x)
-    inf = jnp.isinf(jnp.real(x)) | jnp.isinf(jnp.imag(x))
-    return jnp.where(inf, jnp.full((), jnp.inf, a.dtype), a)
-
-
-_unary(aten.abs.default, ints=lambda x: x if is_bool(x.dtype) else jnp.abs(x))(_abs)
+_unary(aten.abs.default, ints=lambda x: x if is_bool(x.dtype) else jnp.abs(x))(complex_abs)
 _unary(aten.neg.default, ints=lambda x: -x)(lambda x: -x)
 _relu = lambda x: jnp.maximum(x, jnp.zeros((), x.dtype))  # noqa: E731  (NaN-propagating)
 _unary(aten.relu.default, ints=_relu)(_relu)
