@@ -86,13 +86,27 @@ def _floor_div(x, y, r=lambda v: v):
 def div(x, y, rounding_mode=None, _meta=None):
     x, y = narrowed(_meta, x, y, exact=(1,))
     if rounding_mode is None:
-        return x / y
+        return _quotient(x, y)
     r = _rounded_quotient(_meta, y)
     if rounding_mode == "trunc":
-        return _trunc_div(x, y) if r is None else jnp.trunc(r(x / y))
+        return _trunc_div(x, y) if r is None else jnp.trunc(r(_quotient(x, y)))
     if rounding_mode == "floor":
         return _floor_div(x, y) if r is None else _floor_div(x, y, r)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+def _quotient(x, y):
+    """x / y. XLA turns a division by a broadcast divisor (a number, a row's sum) into a product
+    by its reciprocal, which the CPU flushes to 0 where the divisor reaches 2^126 (float32;
+    2^1022 float64): the quotient was 0 (`x / 1e38`). Such a divisor is quartered, and the
+    quotient with it (both exact). A divisor of the quotient's own shape stays a division."""
+    y = jnp.asarray(y)
+    if not jnp.issubdtype(y.dtype, jnp.floating) or y.shape == jnp.broadcast_shapes(
+            jnp.shape(x), y.shape):
+        return x / y
+    big = jnp.abs(y) >= 2.0 ** (jnp.finfo(y.dtype).maxexp - 2)
+    q = x / jnp.where(big, y * 0.25, y)
+    return jnp.where(big, q * 0.25, q)
 
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar, meta=True)

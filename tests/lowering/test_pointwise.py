@@ -550,3 +550,15 @@ def test_shifting_bools_gives_eagers_int64(fn):
     want, got = fn(a, "cpu"), fn(a.to(lazyxla.device()), lazyxla.device())
     assert got.dtype == want.dtype
     torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_a_division_by_a_huge_broadcast_divisor_is_not_zero(dtype):
+    """XLA divides by a broadcast divisor as a product by its reciprocal, which the CPU flushed
+    to 0 at 2^126 (float32): `x / 1e38` was 0."""
+    big = torch.finfo(dtype).max / 3
+    x = torch.tensor([[big, big / 2], [1.0, 2.0]], dtype=dtype)
+    d = x.to("lazyxla")
+    torch.testing.assert_close((d / big).cpu(), x / big)
+    torch.testing.assert_close((d / torch.tensor(big, dtype=dtype, device="lazyxla")).cpu(), x / big)
+    torch.testing.assert_close((d / d.sum(1, keepdim=True)).cpu(), x / x.sum(1, keepdim=True))
