@@ -95,3 +95,10 @@ def test_kaiser_window_raises_eagers_errors():
         torch.kaiser_window(-1, device="lazyxla")
     with pytest.raises(RuntimeError, match="expects floating point dtypes"):
         torch.kaiser_window(4, dtype=torch.int64, device="lazyxla")
+
+
+def test_erfcx_and_log_ndtr_where_jaxs_float32_erfcx_was_zero():
+    x = torch.linspace(9.0, 9.6, 61)
+    torch.testing.assert_close(torch.special.erfcx(x.to("lazyxla")).cpu(), torch.special.erfcx(x))
+    y = torch.linspace(-13.5, -12.8, 71)
+    torch.testing.assert_close(torch.special.log_ndtr(y.to("lazyxla")).cpu(), torch.special.log_ndtr(y))
