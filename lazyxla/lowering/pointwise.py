@@ -25,7 +25,7 @@ from jax import lax
 
 from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
-from .complex_math import complex_abs, conj_cut, odd_cut
+from .accurate_forms import complex_abs, conj_cut, in_double, odd_cut
 from .exact_arith import Arith, round_to, rounder
 from .registry import COMPLEX_VALUE, astype, aten, check_fits, check_values, register
 
@@ -179,21 +179,23 @@ def _unary(*ops, ints=None):
 
 
 _ident = lambda x: x  # noqa: E731
-
 _SIMPLE = {
-    aten.exp.default: jnp.exp, aten.exp2.default: jnp.exp2, aten.expm1.default: jnp.expm1,
+    aten.exp.default: jnp.exp, aten.exp2.default: in_double(jnp.exp2),
+    aten.expm1.default: jnp.expm1,
     aten.log.default: jnp.log, aten.log2.default: jnp.log2, aten.log10.default: jnp.log10,
     aten.log1p.default: jnp.log1p, aten.sqrt.default: conj_cut(jnp.sqrt),
     aten.rsqrt.default: lax.rsqrt,
     aten.sin.default: jnp.sin, aten.cos.default: jnp.cos, aten.tan.default: jnp.tan,
     aten.asin.default: conj_cut(jnp.arcsin), aten.acos.default: conj_cut(jnp.arccos),
     aten.atan.default: jnp.arctan,
-    aten.sinh.default: jnp.sinh, aten.cosh.default: jnp.cosh, aten.tanh.default: jnp.tanh,
+    aten.sinh.default: in_double(jnp.sinh), aten.cosh.default: in_double(jnp.cosh),
+    aten.tanh.default: jnp.tanh,
     aten.asinh.default: odd_cut(jnp.arcsinh), aten.acosh.default: conj_cut(jnp.arccosh),
     aten.atanh.default: jnp.arctanh,
     aten.sigmoid.default: lambda x: 1 / (1 + jnp.exp(-x)),
-    aten.erf.default: lax.erf, aten.erfc.default: lax.erfc, aten.erfinv.default: lax.erf_inv,
-    aten.lgamma.default: lax.lgamma,
+    aten.erf.default: lax.erf, aten.erfc.default: in_double(lax.erfc),
+    aten.erfinv.default: in_double(lax.erf_inv),
+    aten.lgamma.default: in_double(lax.lgamma),
     aten.reciprocal.default: lambda x: 1 / x,
     aten.frac.default: lambda x: x - jnp.trunc(x),
     aten.i0.default: lambda x: lax.bessel_i0e(x) * jnp.exp(jnp.abs(x)),
@@ -263,7 +265,7 @@ def logit(x, eps=None, _meta=None):
 def digamma(x, _meta):
     x = compute(_meta, x)
     # PyTorch: digamma(+-0) = -+inf (the limit from the other side), not NaN.
-    return jnp.where(x == 0, jnp.copysign(jnp.asarray(jnp.inf, x.dtype), -x), lax.digamma(x))
+    return jnp.where(x == 0, jnp.copysign(jnp.asarray(jnp.inf, x.dtype), -x), in_double(lax.digamma)(x))
 
 
 _ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
