@@ -7,8 +7,8 @@ refused to save), `tolist()` returned [] and `cpu()` raised. For storages that c
 UntypedStorage's methods answer from the buffer:
 - identity: `data_ptr()` is the buffer's, the same for a base and its views, distinct between
   buffers and stable while the buffer lives (an identity, not an address: nothing can be read
-  through it). A tensor's own `data_ptr()` is PyTorch's C++ answer (0 plus the offset's bytes);
-  tell tensors apart by their storages, as PyTorch's and Hugging Face's utilities do.
+  through it). A tensor's `data_ptr()` (from Python) is its storage's plus its offset's bytes, as
+  eager's; in C++ it stays 0 plus the offset's bytes.
 - size: `nbytes()`/`size()`/`len()` are the buffer's bytes.
 - reads (`cpu()`, `tolist()`, indexing, printing) copy the buffer's bytes to the host once, in
   eager's memory order; writes (`copy_`, `fill_`, item assignment) go through a byte view of the
