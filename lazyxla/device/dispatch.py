@@ -155,15 +155,13 @@ class SourcedNumbers(dict):
 
     def note_checked(self, check, args, kwargs) -> None:
         """Keep `check` to run on each call's fed numbers. A check may say what to run instead
-        (`check.fed(args, kwargs)`, None for nothing), or that the numbers' types decide it
-        (`check.by_type`): a fed number keeps its type."""
+        (`check.fed(args, kwargs)`; None where the numbers' types decide it: a fed number keeps
+        its type)."""
         fed = getattr(check, "fed", None)
         if fed is not None:
             check = fed(args, kwargs)
             if check is None:
                 return
-        elif getattr(check, "by_type", False):
-            return
         found = []
 
         def mark(v):

@@ -82,8 +82,7 @@ def _onto(module, device):
 def _trace(original):
     @functools.wraps(original)
     def trace(func, *args, **kwargs):
-        if _holds_lazyxla(func, args, kwargs) or (
-                isinstance(func, torch.nn.Module) and _holds_lazyxla(func)):
+        if _holds_lazyxla(func, args, kwargs):  # (a module: its parameters and buffers)
             raise RuntimeError(
                 f"lazyxla: {original.__name__} of lazyxla tensors is not supported: PyTorch's "
                 "tracer would also record the ops lazyxla's kernels run inside. Trace on the CPU "
