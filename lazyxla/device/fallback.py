@@ -13,7 +13,7 @@ import torch
 from lazyxla import metrics
 from lazyxla.ir import buffer as buf
 from lazyxla.ir import meta
-from lazyxla.ir.node import data_node
+from lazyxla.ir.node import DATA, data_node
 from lazyxla.jaxenv import relayout, supports_dtype, to_device, to_host
 from lazyxla.runtime import executor
 from . import dispatch
@@ -56,8 +56,10 @@ def device_value(t: torch.Tensor):
     with other tensors: never hand it out where it could be written."""
     st = buf.state_of(t)
     if st.root is st:
-        materialize([t])
         node = st.read()
+        while node.op is not DATA:  # (another thread may record a write while this one runs:
+            materialize([t])        # read again, and run that too, rather than read it pending)
+            node = st.read()
         return relayout(node.data, node.perm, None)
     tmp = buf.Buffer(st.read())  # a view: its root and the view's own value in one program
     executor.sync_isolating([st.root, tmp])

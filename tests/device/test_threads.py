@@ -245,3 +245,23 @@ def test_threads_that_call_one_compiled_model_at_once_get_their_own_results():
             torch.testing.assert_close(y, expected[i], rtol=1e-4, atol=1e-5)
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_a_read_sees_a_value_when_another_thread_writes_the_tensor_while_its_program_runs(monkeypatch):
+    # The read ran the tensor's program, then took the tensor's node: a write another thread
+    # recorded in between left that node pending, and the read failed converting it (an object
+    # array). The write is recorded here at that moment, as the other thread would.
+    from lazyxla.device import fallback
+    x = torch.zeros(4, device=D)
+    x.add_(1)
+    run = fallback.materialize
+    writes = []
+
+    def run_then_write(tensors):
+        run(tensors)
+        if not writes:
+            writes.append(1)
+            x.add_(1)
+    monkeypatch.setattr(fallback, "materialize", run_then_write)
+    assert x.cpu().tolist() == [2.0] * 4  # the value after the write (before it would do too)
+    assert writes and x.cpu().tolist() == [2.0] * 4
