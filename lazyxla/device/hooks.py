@@ -9,7 +9,13 @@ through those APIs, runs inside a wrapper: when its arguments hold lazyxla tenso
 kept and the hook returns None, and the backward (or torch.autograd.grad) call raises that error
 once the engine returns. The rest of that backward has run by then; eager stops at the hook.
 Hooks on the graph's nodes (grad_fn.register_hook / register_prehook) are methods of PyTorch's C
-types, which cannot be wrapped: one that raises during a lazyxla backward still aborts."""
+types, which cannot be wrapped: one that raises during a lazyxla backward still aborts.
+
+A hook runs on the thread that called backward, or on one of autograd's device threads (a
+backward called from a thread other than the importing one, or LAZYXLA_AUTOGRAD_DEVICE_THREADS=1).
+The engine names the backward a hook runs in (its graph task id), not the thread that called it,
+so a device thread's error is kept by task id, and the backward call that returns first while
+one is kept raises it: the right call, unless several threads run backwards at once."""
 from __future__ import annotations
 
 import functools
@@ -20,7 +26,9 @@ import torch
 from .dispatch import LAZYXLA_DEVICE
 from .fallback import lazy_tensors
 
-_failed = threading.local()  # .error: the first hook error of the backward running on this thread
+_failed = threading.local()  # .error: the first hook error of the backward this thread called
+_elsewhere: dict = {}  # graph task id -> the first hook error kept on an autograd device thread
+_elsewhere_lock = threading.Lock()
 _installed = False
 
 
@@ -33,10 +41,17 @@ def guarded(hook):
         except BaseException as e:  # (a KeyboardInterrupt in a hook aborted the process too)
             if not lazy_tensors(args, []):
                 raise
-            if getattr(_failed, "error", None) is None:
-                _failed.error = e
+            if hasattr(_failed, "error"):  # a backward this thread called (and runs)
+                if _failed.error is None:
+                    _failed.error = e
+            else:
+                with _elsewhere_lock:
+                    _elsewhere.setdefault(torch._C._current_graph_task_id(), e)
             return None
     return run
+
+
+_NONE = object()
 
 
 def _raising_kept_error(run_backward):
@@ -44,11 +59,20 @@ def _raising_kept_error(run_backward):
     def run(*args, **kwargs):
         # (a backward within a backward, as reentrant checkpointing runs, keeps its own error and
         # leaves the outer one kept)
-        outer, _failed.error = getattr(_failed, "error", None), None
+        outer, _failed.error = getattr(_failed, "error", _NONE), None
         try:
             out = run_backward(*args, **kwargs)
         finally:
-            error, _failed.error = _failed.error, outer
+            error = _failed.error
+            if outer is _NONE:
+                del _failed.error
+            else:
+                _failed.error = outer
+            if _elsewhere:
+                with _elsewhere_lock:
+                    if _elsewhere:
+                        kept = _elsewhere.pop(next(iter(_elsewhere)))
+                        error = error if error is not None else kept
         if error is not None:
             raise error
         return out

@@ -102,6 +102,35 @@ def test_a_hook_that_raises_on_the_cpu_raises_as_before():
         (x * 2).sum().backward()
 
 
+def test_a_hook_that_raises_in_a_backward_called_from_another_thread_makes_it_raise():
+    """A backward called from a thread other than the importing one runs on autograd's device
+    thread: the hook's error was kept in that thread's slot, which no backward call read, so the
+    backward returned normally, and every later hook error on that thread was dropped too."""
+    import threading
+    outcomes = []
+
+    def work():
+        for n in range(2):
+            x = torch.ones(3, device=D, requires_grad=True)
+            x.register_hook(lambda g, n=n: (_ for _ in ()).throw(ValueError(f"boom {n}")))
+            try:
+                (x * 2).sum().backward()
+            except ValueError as e:
+                outcomes.append(str(e))
+            else:
+                outcomes.append("no error")
+        y = torch.ones(3, device=D, requires_grad=True)
+        (y * 2).sum().backward()  # nothing kept is left over for a clean backward
+        outcomes.append(y.grad.cpu().tolist())
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert outcomes == ["boom 0", "boom 1", [2.0, 2.0, 2.0]]
+    z = torch.ones(3, device=D, requires_grad=True)
+    (z * 3).sum().backward()
+    assert z.grad.cpu().tolist() == [3.0, 3.0, 3.0]
+
+
 def test_hooks_on_lazyxla_tensors_still_change_gradients_and_can_be_removed():
     x = torch.ones(3, device=D, requires_grad=True)
     handle = x.register_hook(lambda g: g * 10)
