@@ -193,9 +193,11 @@ def _storage_new(cls, *args, **kwargs):
     return storage_from_host(_STORAGE_NEW(cls, *args, **kwargs))
 
 
-def rebuild_sent_tensor(host, device: str, requires_grad: bool, parameter: bool):
-    """A lazyxla tensor sent to another process (torch.multiprocessing), on arrival."""
-    t = host.to(device)
+def rebuild_sent_tensor(data, dtype: torch.dtype, shape, device: str, requires_grad: bool,
+                        parameter: bool):
+    """A lazyxla tensor sent to another process (torch.multiprocessing), on arrival: `data` is
+    its value's bytes (a numpy array)."""
+    t = torch.from_numpy(data).view(dtype).reshape(shape).to(device)
     if parameter:
         return torch.nn.Parameter(t, requires_grad)
     return t.requires_grad_(requires_grad) if requires_grad else t
@@ -203,16 +205,20 @@ def rebuild_sent_tensor(host, device: str, requires_grad: bool, parameter: bool)
 
 def _multiprocessing_reducer(original):
     """torch.multiprocessing shares a tensor's storage with the receiving process; a lazyxla
-    storage holds no memory to share (the worker crashed). A lazyxla tensor travels as a CPU copy
-    (shared as CPU tensors are) and is moved to the device on arrival."""
+    storage holds no memory to share (the worker crashed). A lazyxla tensor travels as a copy of
+    its value's bytes and is moved to the device on arrival. Not as a shared CPU copy: that copy
+    is a temporary, and a spawned process is handed its file descriptor by number once the
+    parent has pickled everything, by when the copy is freed and the descriptor closed (the
+    child died: "unable to resize file")."""
     @functools.wraps(original)
     def reduce(t):
         if t.device.type != "lazyxla":
             return original(t)
         with torch.no_grad():
-            host = t.detach().cpu()
-        return (rebuild_sent_tensor,
-                (host, str(t.device), t.requires_grad, isinstance(t, torch.nn.Parameter)))
+            host = t.detach().cpu().contiguous()
+        data = host.reshape(-1).view(torch.uint8).numpy()  # (any dtype, numpy's or not)
+        return (rebuild_sent_tensor, (data, host.dtype, tuple(host.shape), str(t.device),
+                                      t.requires_grad, isinstance(t, torch.nn.Parameter)))
     return reduce
 
 

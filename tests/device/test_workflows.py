@@ -237,15 +237,23 @@ class OnDevice(torch.utils.data.Dataset):
         return 4
     def __getitem__(self, i):
         return torch.full((2,), float(i)).to(lazyxla.device()) + 1
+class HeldOnDevice(torch.utils.data.Dataset):  # its data made on the device by the main process
+    def __init__(self):
+        self.data = (torch.arange(8.).reshape(4, 2) + 1).to(lazyxla.device()).bfloat16()
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return self.data[i].float()
 '''
 _LOADER = '''
 import sys, torch, lazyxla
 sys.path.insert(0, sys.argv[1])
-from on_device import OnDevice
+from on_device import OnDevice, HeldOnDevice
 if __name__ == "__main__":
     torch.ones(2, device=lazyxla.device()).cpu()  # the device runs in this process before workers
     try:
-        loader = torch.utils.data.DataLoader(OnDevice(), batch_size=2, num_workers=1,
+        dataset = HeldOnDevice() if sys.argv[3] == "held" else OnDevice()
+        loader = torch.utils.data.DataLoader(dataset, batch_size=2, num_workers=1,
                                              multiprocessing_context=sys.argv[2])
         print([(b.device.type, b.cpu().tolist()) for b in loader])
     except RuntimeError as e:
@@ -253,20 +261,24 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_dataloader_workers_that_use_the_device(tmp_path, context):
+@pytest.mark.parametrize("context,dataset", [("fork", "made"), ("spawn", "made"), ("spawn", "held")])
+def test_dataloader_workers_that_use_the_device(tmp_path, context, dataset):
     """A forked worker used to die with a segfault (JAX's runtime does not survive fork): it now
-    raises an error naming the remedies. Spawned workers work: their batches travel as CPU copies
-    (a lazyxla storage holds no memory to share) and arrive on the device."""
+    raises an error naming the remedies. Spawned workers work: their batches travel as copies
+    of their bytes (a lazyxla storage holds no memory to share) and arrive on the device. So does
+    a dataset holding device data the main process made (the worker died on it: it was sent as
+    a shared CPU copy, freed before the worker started)."""
     import subprocess
     import sys
     (tmp_path / "on_device.py").write_text(_DATASET)
     (tmp_path / "main.py").write_text(_LOADER)
-    out = subprocess.run([sys.executable, str(tmp_path / "main.py"), str(tmp_path), context],
+    out = subprocess.run([sys.executable, str(tmp_path / "main.py"), str(tmp_path), context, dataset],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     last = out.stdout.strip().splitlines()[-1]
     if context == "fork":
         assert "lazyxla: the device cannot be used in a process forked after it started" in last, last
-    else:
+    elif dataset == "made":
         assert last == "[('lazyxla', [[1.0, 1.0], [2.0, 2.0]]), ('lazyxla', [[3.0, 3.0], [4.0, 4.0]])]", last
+    else:
+        assert last == "[('lazyxla', [[1.0, 2.0], [3.0, 4.0]]), ('lazyxla', [[5.0, 6.0], [7.0, 8.0]])]", last
