@@ -187,8 +187,8 @@ def pow_tensor_scalar(x, y, _meta):
     out = pow(x, y, _meta=_meta)
     if jnp.iscomplexobj(out):  # a scalar exponent 0 gives 1, whatever the base (eager's shortcut)
         return jnp.where(compute(_meta, y) == 0, jnp.ones_like(out), out)
-    if not is_float(out.dtype):
-        return out
+    if not is_float(out.dtype) or out_dtype(_meta) == jnp.float16:
+        return out  # (float16's CPU kernel is the plain std::pow: none of the shortcuts below)
     # PyTorch's CPU kernel takes sqrt/rsqrt for exponents +-0.5: pow(-inf, 0.5) is NaN there.
     x, y = compute(_meta, x, y)
     out = jnp.where(y == 0.5, jnp.sqrt(x), jnp.where(y == -0.5, lax.rsqrt(x), out))
@@ -254,6 +254,38 @@ def hypot(x, y, _meta):
 @register(aten.copysign.Tensor, aten.copysign.Scalar, meta=True)
 def copysign(x, y, _meta):
     return jnp.copysign(*compute(_meta, x, y))
+
+
+@register(aten.ldexp.Tensor, meta=True)
+def ldexp(x, e, _meta):
+    """x * 2**e. With an integer exponent eager's kernel scales exactly: 0 * 2**128 is 0,
+    inf * 2**-150 is inf and 1e-30 * 2**128 is finite in float32, where 2**e as a float32 is inf
+    or 0 (PyTorch's decomposition, x * pow(2, e), gave NaN, NaN and inf). So x is scaled in double
+    by three powers of two of about a third of e each, each exact and none past double's range
+    (and moving toward the result: no intermediate overflows or underflows early), then rounded
+    once. Other operands (a float exponent, an integer or complex x) multiply by pow(2, e), as
+    eager does there."""
+    dt = out_dtype(_meta)
+    if not (is_float(x.dtype) and jnp.issubdtype(e.dtype, jnp.integer)):  # (a bool e raises, as eager)
+        x, e = compute(_meta, x, e)
+        two = jnp.asarray(2, e.dtype if jnp.issubdtype(e.dtype, jnp.inexact) else jnp.float32)
+        return in_dtype_of(_meta, x * jnp.power(two, e).astype(two.dtype))
+    k = jnp.clip(e.astype(jnp.int64), -2400, 2400)  # (past it every finite double is 0 or inf)
+    k1 = k // 3
+    k2 = (k - k1) // 2
+    parts = [_power_of_two(k1), _power_of_two(k2), _power_of_two(k - k1 - k2)]
+
+    def scaled(v):
+        v = v.astype(jnp.float64)
+        for p in parts:
+            v = v * p
+        return v
+    return scaled(x).astype(dt)
+
+
+def _power_of_two(k):
+    """2.0**k in double, exactly, for |k| <= 1022: its bits."""
+    return lax.bitcast_convert_type((k + 1023) << 52, jnp.float64)
 
 
 @register(aten.nextafter.default, meta=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import warnings
 
 import jax
@@ -328,7 +329,35 @@ def astype(x, dt):
         if dt == jnp.bool_:
             return x != 0
         x = real_part(x)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        via = _FLOAT_TO_INT_VIA.get(jnp.dtype(dt))
+        if via is not None:
+            x = _truncated(x, via)
     return jax.lax.convert_element_type(x, dt)
+
+
+# Floats become narrow integers through a wider one, then wrap, as eager: c10 converts to uint8
+# through int64 (TypeCast.h: -1.0 is 255 with every compiler), and compiled C++ converts to
+# int8/int16/uint16 through int32 and to uint32 through int64. XLA saturates (-1.0 -> 0,
+# 300.0 -> 255 as uint8).
+_FLOAT_TO_INT_VIA = {jnp.dtype(jnp.uint8): jnp.int64, jnp.dtype(jnp.uint32): jnp.int64,
+                     jnp.dtype(jnp.int8): jnp.int32, jnp.dtype(jnp.int16): jnp.int32,
+                     jnp.dtype(jnp.uint16): jnp.int32}
+# x86's conversion gives NaN and values out of range the type's least value ("integer
+# indefinite"), where XLA saturates and gives NaN 0: on x86 hosts, eager's CPU kernels' values
+# (NaN -> int64 is -2**63). Other CPUs' conversions saturate, as XLA's.
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+if _X86:
+    _FLOAT_TO_INT_VIA.update({jnp.dtype(jnp.int32): jnp.int32, jnp.dtype(jnp.int64): jnp.int64})
+
+
+def _truncated(x, itype):
+    """Float x truncated to integer type itype as the host CPU's conversion does."""
+    if not _X86:
+        return jax.lax.convert_element_type(x, itype)
+    low = jnp.iinfo(itype).min
+    inside = (x >= float(low)) & (x < -float(low))  # (false for NaN)
+    return jnp.where(inside, jax.lax.convert_element_type(x, itype), jnp.array(low, itype))
 
 
 _warned_complex_cast = False
