@@ -1,5 +1,5 @@
 """Eager's argument errors for the matrix products (mm, addmm, mv, addmv, bmm, baddbmm, addbmm,
-dot, vdot), in the order and words of its CPU kernels. PyTorch's meta kernels word them otherwise
+dot, vdot; their out= and in-place forms), in the order and words of its CPU kernels. PyTorch's meta kernels word them otherwise
 ("a and b must have same reduction dim, but got [10, 16] X [8, 16]." where eager says "mat1 and
 mat2 shapes cannot be multiplied (10x16 and 8x16)", the error of a mis-sized nn.Linear) or check
 dtypes before shapes. A 0-dim CPU tensor (a wrapped scalar, which any device accepts) is exempt
@@ -42,7 +42,7 @@ def _expandable(t, shape):
     torch.zeros((), dtype=t.dtype).expand(t.shape).expand(shape)
 
 
-@check(aten.mm.default)
+@check(aten.mm.default, aten.mm.out)
 def _mm(a, b):
     _matrix(a, "self must be a matrix")
     _matrix(b, "mat2 must be a matrix")
@@ -52,7 +52,7 @@ def _mm(a, b):
              f"{cpp_type_name(b.dtype)}")
 
 
-@check(aten.addmm.default)
+@check(aten.addmm.default, aten.addmm.out, aten.addmm_.default)
 def _addmm(self, a, b, beta=1, alpha=1):
     if _differ(self, b):
         fail(f"self and mat2 must have the same dtype, but got {type_name(self.dtype)} and "
@@ -80,13 +80,13 @@ def _addmv_dtypes(self_dtype, mat, vec):
              f"{type_name(mat.dtype)}, and {type_name(vec.dtype)}")
 
 
-@check(aten.addmv.default)
+@check(aten.addmv.default, aten.addmv.out, aten.addmv_.default)
 def _addmv(self, mat, vec, beta=1, alpha=1):
     _addmv_checks(self, mat, vec, self.shape[0] if self.dim() else 1)
     _addmv_dtypes(mat.dtype if _scalar(self) else self.dtype, mat, vec)
 
 
-@check(aten.mv.default)
+@check(aten.mv.default, aten.mv.out)
 def _mv(mat, vec):
     # eager: addmv into a result of vec's dtype and mat's row count
     if mat.dim() != 2 or vec.dim() != 1:
@@ -95,7 +95,7 @@ def _mv(mat, vec):
     _addmv_dtypes(vec.dtype, mat, vec)
 
 
-@check(aten.dot.default, aten.vdot.default)
+@check(aten.dot.default, aten.vdot.default, aten.dot.out, aten.vdot.out)
 def _dot(a, b):
     if a.dim() != 1 or b.dim() != 1:
         fail(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
@@ -119,14 +119,14 @@ def _batches(a, b):
              f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
 
 
-@check(aten.bmm.default)
+@check(aten.bmm.default, aten.bmm.out)
 def _bmm(a, b):
     _batches(a, b)
     if a.dtype != b.dtype:
         fail(f"expected scalar type {type_name(a.dtype)} but found {type_name(b.dtype)}")
 
 
-@check(aten.baddbmm.default)
+@check(aten.baddbmm.default, aten.baddbmm.out, aten.baddbmm_.default)
 def _baddbmm(self, a, b, beta=1, alpha=1):
     _batches(a, b)
     _expandable(self, (a.shape[0], a.shape[1], b.shape[2]))
@@ -151,7 +151,7 @@ def _matrix_batches(a, b):
              f"{b.shape[1]}x{b.shape[2]})")
 
 
-@check(aten.addbmm.default)
+@check(aten.addbmm.default, aten.addbmm.out, aten.addbmm_.default)
 def _addbmm(self, a, b, beta=1, alpha=1):
     # eager expands self to the result's shape first (sizes read as torch reads them: its
     # IndexError for a batch of too few dims)

@@ -54,6 +54,17 @@ PRODUCTS = {
     "matmul, 1-d by 2-d": lambda: torch.matmul(r(4), r(5, 6)),
     "matmul, 2-d by 1-d": lambda: torch.matmul(r(6, 4), r(5)),
     "matmul, batched": lambda: torch.matmul(r(2, 3, 4), r(5, 6)),
+    # out= and in-place forms: PyTorch's meta kernels word these otherwise
+    "mm, out=": lambda: torch.mm(r(3, 4), r(3, 4), out=r(3, 4)),
+    "matmul, out=": lambda: torch.matmul(r(3, 4), r(3, 4), out=r(3, 4)),
+    "addmm, out=": lambda: torch.addmm(r(3, 4), r(3, 4), r(3, 4), out=r(3, 4)),
+    "addmm_": lambda: r(3, 4).addmm_(r(3, 4), r(3, 4)),
+    "addmv_": lambda: r(3).addmv_(r(3, 4), r(3)),
+    "mv, out=": lambda: torch.mv(r(3, 4), r(3), out=r(3)),
+    "bmm, out=": lambda: torch.bmm(r(2, 3, 4), r(2, 3, 4), out=r(2, 3, 4)),
+    "baddbmm_": lambda: r(2, 3, 4).baddbmm_(r(2, 3, 4), r(2, 3, 4)),
+    "addbmm_": lambda: r(3, 4).addbmm_(r(2, 3, 4), r(2, 3, 4)),
+    "dot, out=": lambda: torch.dot(r(3), r(4), out=r()),
 }
 
 
