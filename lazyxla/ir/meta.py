@@ -77,6 +77,8 @@ def _raise_broadcast_error(op, args, kwargs):
     """Eager's error for tensors that do not broadcast: their shapes joined one by one in the
     order of the op's arguments (a masked_fill's mask first), as eager's TensorIterator joins
     them; an in-place op's result that the others would grow."""
+    if op._schema.name.startswith("aten::_foreach_"):
+        return _raise_foreach_broadcast_error(op, args)
     outs = _out_names(op)
     tensors = [a for a in _flat(args, {k: v for k, v in kwargs.items() if k not in outs})
                if isinstance(a, torch.Tensor)]
@@ -88,6 +90,21 @@ def _raise_broadcast_error(op, args, kwargs):
     if _writes_self(op) and shape != tuple(args[0].shape):
         raise RuntimeError(f"output with shape {list(args[0].shape)} doesn't match the broadcast "
                            f"shape {list(shape)}")
+
+
+def _raise_foreach_broadcast_error(op, args):
+    """A _foreach op's error: eager runs the op per position of its lists, and names the first
+    position whose tensors do not broadcast (not tensors of different positions)."""
+    lists = [a for a in args if isinstance(a, (list, tuple))]
+    others = [a for a in args if isinstance(a, torch.Tensor)]
+    for i in range(len(lists[0]) if lists else 0):
+        tensors = [xs[i] for xs in lists if i < len(xs) and isinstance(xs[i], torch.Tensor)] + others
+        shape: tuple = ()
+        for t in tensors:
+            shape = broadcast_pair(shape, tuple(t.shape))
+        if _writes_self(op) and shape != tuple(lists[0][i].shape):
+            raise RuntimeError(f"output with shape {list(lists[0][i].shape)} doesn't match the "
+                               f"broadcast shape {list(shape)}")
 
 
 # ops whose eager kernel joins its second tensor's shape first: masked_fill expands the mask

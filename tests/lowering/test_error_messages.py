@@ -98,6 +98,11 @@ BROADCASTS = {  # eager's "The size of tensor a (4) must match the size of tenso
     "copy_": lambda: r(2, 3).copy_(r(3, 3)),
     "index_put_, values": lambda: r(4, 3).index_put_((torch.tensor([0, 1]),), r(3, 3)),
     "setitem, values": lambda: r(4, 3).__setitem__((slice(None), torch.tensor([0, 1])), r(4, 3)),
+    # _foreach ops: eager names the first list position whose tensors do not broadcast
+    "_foreach_add_, second position": lambda: torch._foreach_add_([r(2), r(3)], [r(2), r(4)]),
+    "_foreach_add, second position": lambda: torch._foreach_add([r(2), r(3)], [r(2), r(4)]),
+    "_foreach_mul_, grows self": lambda: torch._foreach_mul_([r(1), r(3)], [r(2), r(3)]),
+    "_foreach_addcmul_": lambda: torch._foreach_addcmul_([r(2)], [r(2)], [r(5)]),
 }
 L = torch.long
 SHAPES = {  # the meta kernels' own words before (lazyxla/lowering/shape_checks.py)
