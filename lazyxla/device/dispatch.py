@@ -242,6 +242,8 @@ class _Recorder:
     def value(self, v, runtime_scalar):
         tv = type(v)
         if tv in _NUMBERS:
+            if tv is int and not -_I64 <= v < _I64:
+                raise _too_large(v)
             if runtime_scalar:
                 node = scalar_node(v)
                 if SOURCED_NUMBERS is not None and (tv, v) in SOURCED_NUMBERS and tracing_here():
@@ -268,6 +270,14 @@ class _Recorder:
 
 
 _NUMBERS = frozenset((int, float, bool, complex))
+_I64 = 2 ** 63
+
+
+def _too_large(v: int) -> OverflowError:
+    """lazyxla passes Python ints to its programs as int64: one past it raised at the next read."""
+    return OverflowError(f"lazyxla: the Python int {v} does not fit in int64, as which lazyxla "
+                         f"passes integer scalars (eager converts it to the tensor's dtype: a "
+                         f"uint64 one, or wraps it); pass it as a tensor of that dtype")
 _default_dtype = torch.get_default_dtype
 _NSLOT = 1024
 _SLOT = [Slot(i) for i in range(_NSLOT)]  # Slot(i) without a call, for the first 1024 inputs

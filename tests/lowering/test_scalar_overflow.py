@@ -59,3 +59,18 @@ def test_values_eager_accepts_stay_accepted(fn):
     x16 = _t(torch.float16)
     torch.testing.assert_close(torch.addcmul(x16.to(D), x16.to(D), x16.to(D), value=70000).cpu(),
                                torch.addcmul(x16, x16, x16, value=70000))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x == 2 ** 64 - 1,
+    lambda x: x.clone().fill_(2 ** 63),
+    lambda x: x & (2 ** 64 - 1),
+    lambda x: torch.full((2,), 2 ** 64 - 1, dtype=torch.uint64, device=x.device),
+    lambda x: x.long() + 2 ** 63,
+], ids=["eq", "fill_", "and", "full", "add"])
+def test_a_python_int_past_int64_raises_at_the_call_not_at_a_later_read(call):
+    # lazyxla passes integer scalars as int64: the conversion failed when the program ran
+    x = torch.tensor([1, 2]).to(torch.uint64).to(lazyxla.device())
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        call(x)
+    assert (x.long() + 1).cpu().tolist() == [2, 3]  # nothing pending was left broken
