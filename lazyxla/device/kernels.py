@@ -41,7 +41,25 @@ def _functional_kernel(op, low):
     name = op._schema.name
     if name.endswith("_like") or name.startswith("aten::new_"):
         return _made_where_asked(op, _functional_kernel_of(op, low, info))
+    if op in _LU_OF_THE_INPUT:
+        return _lu_as_eager_factors(_functional_kernel_of(op, low, info))
     return _functional_kernel_of(op, low, info)
+
+
+_LU_OF_THE_INPUT = {aten._linalg_det.default, aten._linalg_slogdet.default}
+
+
+def _lu_as_eager_factors(kernel):
+    """det's and slogdet's LU and pivots, which PyTorch's derivative formulas read as eager makes
+    them: the LU of A^T for a contiguous real A (det(A) = det(A^T); the lowering factors A^T),
+    of A itself for any other (a view: A.t(), A[:, :3]), which the formulas tell apart by
+    A.is_contiguous(). For those, the lowering is given A^T, so it factors A (their gradients
+    were transposed)."""
+    def run(a, *args, **kwargs):
+        if a.is_contiguous() or a.is_complex():
+            return kernel(a, *args, **kwargs)
+        return kernel(a.mT, *args, **kwargs)
+    return run
 
 
 def _made_where_asked(op, kernel):

@@ -294,8 +294,9 @@ def _getrf_info(lu):
 
 
 def _det_lu_input(a):
-    # PyTorch factors A^T for contiguous real A (det(A) = det(A^T)); lazyxla tensors report
-    # contiguous strides, and the backward's lu_solve(adjoint=...) relies on the choice.
+    # PyTorch factors A^T for contiguous real A (det(A) = det(A^T)), and the backward's
+    # lu_solve(adjoint=...) relies on the choice; the device kernel hands any other real A over
+    # transposed (device/kernels.py, _lu_as_eager_factors), so this factors A itself then.
     return a if jnp.iscomplexobj(a) else jnp.swapaxes(a, -1, -2)
 
 

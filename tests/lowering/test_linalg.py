@@ -381,3 +381,31 @@ def test_half_linalg_raises_eagers_error_at_the_call(name, dtype):
         fn(a)
     with pytest.raises(type(eager.value), match="^" + re.escape(str(eager.value).split("\n")[0]) + "$"):
         fn(a.to(DEV))  # no read: at the call
+
+
+VIEWED = {  # det and slogdet of views that are not contiguous, and one that is
+    "det of A.t()": lambda x: torch.linalg.det(x[:, :3].t()),
+    "det of A[:, :3]": lambda x: torch.linalg.det(x[:, :3]),
+    "det of a batch of transposes": lambda x: torch.linalg.det(x[:, :3].expand(2, 3, 3).mT).sum(),
+    "slogdet of A.t()": lambda x: torch.linalg.slogdet(x[:, :3].t()).logabsdet,
+    "slogdet of A[:, :3]": lambda x: torch.linalg.slogdet(x[:, :3]).logabsdet,
+    "det of a contiguous copy": lambda x: torch.linalg.det(x[:, :3].contiguous()),
+}
+
+
+@pytest.mark.parametrize("name", VIEWED)
+def test_det_and_slogdet_derivatives_of_views_are_eagers(name):
+    # PyTorch's derivative formulas read det's LU as the LU of A^T when A.is_contiguous(), of A
+    # otherwise; the lowering always gave A^T's, so the gradient through A.t() was transposed
+    from torch.func import jvp
+    f = VIEWED[name]
+    g = torch.Generator().manual_seed(0)
+    x, tangent = torch.randn(3, 4, generator=g, dtype=torch.float64), torch.randn(3, 4, generator=g, dtype=torch.float64)
+    grads, tangents = [], []
+    for device in ("cpu", DEV):
+        a = x.clone().to(device).requires_grad_()
+        f(a).backward()
+        grads.append(a.grad.cpu())
+        tangents.append(jvp(f, (x.to(device),), (tangent.to(device),))[1].cpu())
+    torch.testing.assert_close(grads[1], grads[0])
+    torch.testing.assert_close(tangents[1], tangents[0])
