@@ -130,6 +130,7 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
     # Each argument's device data as the trace begins: what the program's parameters are, and
     # what tells a write (even one of another input's data: x.copy_(y)) from no write.
     start = [buf.state_of(a).root.node if _is_lazy(a) else None for a in args]
+    _read_from_roots(args)
     dispatch.BUDGET.suspended += 1  # a trace must never execute
     saved = dispatch.CPU_SCALAR_SOURCES, dispatch.TRACER
     sources: dict = {}
@@ -186,6 +187,19 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
     loose = matcher.loose_args if matcher is not None else None
     return Extracted(h, matcher, handler, tuple(mut_slots), container, structure(args),
                      structure(args, loose) if loose else None)
+
+
+def _read_from_roots(args) -> None:
+    """Make each view argument read its root's data with its chain of views in the trace. A View
+    keeps the node it last read (per root value), and a read that ran it (`v.item()`, `print(v)`)
+    made that node device data of its own (Node.become_data): traced so, the argument was a
+    parameter no argument feeds, captured as a constant, and every later call computed with the
+    value it had at extraction. Dropping the memo costs the next lazy read of the view one slice."""
+    for a in args:
+        if _is_lazy(a):
+            st = buf.state_of(a)
+            if type(st) is buf.View:
+                st.forget_read()
 
 
 def _print_debug(gm, name, graph):

@@ -156,7 +156,8 @@ class InputMatcher:
         if self.checked:
             roots = self.check_structure(states, starts)
         elif _View in set(map(type, states)):
-            raise InputStructureChanged("an argument is a view now")
+            k = next(k for k, st in enumerate(states) if type(st) is _View)
+            raise InputStructureChanged(f"an argument is a view now (argument {self.gather[k]})")
         else:  # the common case: every argument a whole buffer
             roots = states
         return self._feed(args, roots, fed, starts), roots

@@ -5,9 +5,9 @@ tensor object, holding its updated value if the graph wrote it); a view of an in
 of that input's buffer, so it aliases the input as in eager; made by the view ops themselves on
 every call where it is a view of a view argument or at a fed number: VIEW_OF_INPUT; either
 way it shares the argument's version counter, as eager's view does); one of
-several outputs that share a
-computed buffer (`y, y.t()`: views of one new buffer per call, as eager's; `y, y.detach()`: the
-second a detach of the first, one storage and version counter, as eager's); a duplicate of an
+several outputs that share a computed buffer (made from one new tensor of it per call as eager
+relates them: `y, y[1:]`, `y[1:], y[:2]`: views of y, sharing its version counter, `_base` y;
+`y, y.detach()`: the second a detach of the first, one storage and version counter); a duplicate of an
 earlier output (the same tensor object); another tensor of an input (`x.detach()`: a detach of
 that input per call, sharing its storage and version counter); None; a number (SymInt outputs are fixed per
 non-tensor-argument key), or one of the numbers the bridge feeds (input_items.py), returned as
@@ -15,6 +15,8 @@ this call's value; or device data captured by the trace. An output that is a con
 its lazy bits back after its recipe (`bits`, decided at extraction), as the recipes build tensors
 on raw data."""
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -29,8 +31,8 @@ SLOT, INPUT, DUP, NONE, INT, CONST, INPUT_VIEW, SHARED, FED, VIEW_OF_INPUT, INPU
 
 
 class OutputHandler:
-    __slots__ = ("recipe", "roots", "groups", "meta", "slots_only", "pinned", "traced_views",
-                 "bits")
+    __slots__ = ("recipe", "roots", "groups", "bases", "meta", "slots_only", "pinned",
+                 "traced_views", "bits")
 
     def __init__(self, outputs, args, arg_of_root, input_data=frozenset()):
         """outputs: the traced FX outputs; arg_of_root: id(root Buffer) -> argument index;
@@ -42,7 +44,9 @@ class OutputHandler:
         # traced chain (view_starts.py feeds the starts of the others' views)
         self.pinned = set()
         sharing, groups, group_of = _shared_roots(outputs, args, arg_of_root), [], {}
-        whole = {}  # (group, shape, dtype, geometry) -> the first output that is its whole buffer
+        # per group: its root tensor's _root_look; the groups with an output that is that tensor
+        # (the base its other outputs are views or detaches of)
+        bases, based = [], set()
 
         def slot(node):
             if id(node) not in root_slot:
@@ -79,18 +83,22 @@ class OutputHandler:
                         group_of[id(st.root)] = len(groups)
                         const = rn.op is DATA and id(rn) not in input_data
                         groups.append(((CONST, rn) if const else (SLOT, (slot(rn), rn.dtype)), st.root.layout))
-                    chain = st.chain if type(st) is buf.View else None
-                    g, look = group_of[id(st.root)], (tuple(o.shape), o.dtype, _geometry(o))
-                    # the group's buffer again as an earlier output has it (relu and relu.detach()):
-                    # a detach of that output, which shares its storage as eager's does
-                    twin = whole.setdefault((g, look), pos) if chain is None else None
-                    recipe.append((SHARED, (g, chain, *look, None if twin == pos else twin)))
+                        bases.append(_root_look(rn, st.root.layout))
+                    g = group_of[id(st.root)]
+                    how, what = _shared_recipe(o, st, bases[g], g in based)
+                    if how == _BASE:
+                        based.add(g)
+                    recipe.append((SHARED, (g, how, what)))
                 elif node.op is DATA and id(node) not in input_data:
                     recipe.append((CONST, (relayout(node.data, node.perm, None), o.dtype,
                                            meta.dense_layout(o))))
                 else:
                     recipe.append((SLOT, (slot(node), tuple(o.shape), o.dtype, meta.dense_layout(o))))
         self.recipe, self.roots, self.groups = recipe, roots, tuple(groups)
+        # (a view's as_strided checks its base's storage size: a group with one gets a base with
+        # a storage of its span; new_tensor's has 0 bytes)
+        viewed = {v[0] for kind, v in recipe if kind == SHARED and v[1] in (_VIEW, _ALIAS)}
+        self.bases = tuple((*look[:4], g in viewed) for g, look in enumerate(bases))
         # (position, conj, neg) of each output whose lazy conjugate/negative bits the recipe does
         # not give: a recipe builds its tensor on the output's raw data (a program's output, an
         # input's buffer), so an output that is a conj/neg view (`a.conj()`, `x.mH`, an in-place
@@ -137,17 +145,29 @@ class OutputHandler:
             elif kind == FED:
                 out.append(fed[v])
             elif kind == SHARED:
-                g, chain, shape, dtype, geometry, twin = v
-                if twin is not None:
-                    out.append(out[twin].detach())
-                    continue
-                b = shared[g]
-                if b is None:
-                    (gk, gv), layout = self.groups[g]
-                    b = shared[g] = buf.Buffer(gv if gk == CONST else
-                                               data_node(results[gv[0]], gv[1], perms and perms[gv[0]]))
-                    b.layout = layout
-                out.append(_tensor(b if chain is None else buf.View(b, chain), shape, dtype, geometry))
+                g, how, w = v
+                base_b = shared[g]
+                if base_b is None:
+                    base_b = self._base(g, results, perms, shared)
+                base, b = base_b
+                if how == _VIEW:  # (the common case first: a view of the base, as eager's)
+                    chain, shape, stride, offset, span = w
+                    out.append(_restrided(_as_strided(_VIEW_KEYS, base, shape, stride, offset),
+                                          _View(b, chain), shape, stride, offset, span))
+                elif how == _BASE:
+                    out.append(base)
+                elif how == _TWIN:
+                    out.append(base.detach())
+                elif how == _ALIAS:
+                    out.append(_as_strided(_VIEW_KEYS, base, *w, 0))
+                elif how == _DETACHED:
+                    chain, shape, stride, offset, span = w
+                    out.append(_restrided(base.detach(), _View(b, chain), shape, stride, offset, span))
+                elif how == _REPLAYED:
+                    out.append(_replayed(base, w, ()))
+                else:  # _OWN
+                    chain, shape, dtype, geometry = w
+                    out.append(_tensor(b if chain is None else _View(b, chain), shape, dtype, geometry))
             elif kind == INPUT_VIEW:  # the matcher checked that the input is the view it was
                 j, chain, shape, dtype, geometry = v
                 a = args[j]
@@ -166,6 +186,18 @@ class OutputHandler:
         for pos, conj, neg in self.bits:
             _set_bits(out[pos], conj, neg)
         return out
+
+    def _base(self, g, results, perms, shared):
+        """(group g's root tensor for this call, its buffer): a new buffer of the program's output
+        (or of the constant), with the root's shape and strides as traced."""
+        (gk, gv), layout = self.groups[g]
+        b = buf.Buffer(gv if gk == CONST else data_node(results[gv[0]], gv[1], perms and perms[gv[0]]))
+        b.layout = layout
+        shape, dtype, stride, span, sized = self.bases[g]
+        t = buf.new_strided_tensor(b, shape, dtype, stride, 0, span) \
+            if sized or layout is not None else buf.new_tensor(b, shape, dtype)
+        shared[g] = t, b
+        return shared[g]
 
     def _input_view(self, o, st, args, arg_of_root):
         """The recipe of an output that is a view of an input's buffer. The rest of the chain is
@@ -194,6 +226,40 @@ class OutputHandler:
                                and a.device.type == "lazyxla" and buf.state_of(a).root is st.root)
         geometry = _geometry(o) or (meta.contiguous_strides(o.shape), 0, o.numel())
         return INPUT_VIEW, (owner, st.chain, tuple(o.shape), o.dtype, geometry)
+
+
+def _root_look(node, layout) -> tuple:
+    """(shape, dtype, strides, span, geometry as _geometry gives it) of the tensor a computed
+    root buffer was made for: contiguous, or with its layout's strides, at offset 0."""
+    shape = tuple(node.shape)
+    if layout is None:
+        return shape, node.dtype, meta.contiguous_strides(shape), math.prod(shape), None
+    span = meta.storage_span(shape, layout, 0)
+    return shape, node.dtype, tuple(layout), span, (tuple(layout), 0, span)
+
+
+def _shared_recipe(o, st, base, based) -> tuple:
+    """(how, what) to make output `o` on each call from its group's root tensor (the base;
+    `base`: its _root_look; `based`: an earlier output is the base), related as eager relates
+    them: the base itself; its detach (`relu, relu.detach()`: one storage and version counter);
+    a view (`y[1:]`, `y.view(3, 1)`, `y.conj()`): a view of the base, with eager's _base, version
+    counter and strides, so that a write through it moves the counter autograd checks for a
+    saved y; a detach of a view (that view's detach); a view to another dtype (its view ops
+    replayed on the base). Else a tensor of its own on the group's buffer."""
+    shape, dtype = tuple(o.shape), o.dtype
+    chain = st.chain if type(st) is buf.View else None
+    if chain is None:
+        if (shape, dtype, _geometry(o)) == (base[0], base[1], base[4]):
+            if o._is_view():  # (`y.conj()`: one storage, so a view needs no View of its own)
+                return _ALIAS, (shape, tuple(o.stride()))
+            return (_TWIN, None) if based else (_BASE, None)
+        return _OWN, (None, shape, dtype, _geometry(o))
+    stride, offset = tuple(o.stride()), o.storage_offset()
+    if dtype == base[1]:
+        how = _VIEW if o._is_view() else _DETACHED
+        return how, (chain, shape, stride, offset, meta.storage_span(shape, stride, offset))
+    ops = _replay_ops(chain)
+    return (_REPLAYED, ops) if ops is not None else (_OWN, (chain, shape, dtype, _geometry(o)))
 
 
 def _whole_alias(o, st, args):
@@ -316,3 +382,14 @@ def _tensor(state, shape, dtype, geometry):
 
 
 _Node, _Buffer, _new_tensor = Node, buf.Buffer, buf.new_tensor
+
+# How a shared group's output is made from the group's root tensor (_shared_recipe).
+_VIEW, _BASE, _TWIN, _ALIAS, _DETACHED, _REPLAYED, _OWN = range(7)
+# A view of the base: as_strided through autograd's view tracking and the CPU kernel alone, which
+# sets the geometry on the base's storage (no lazyxla recording: 4 us, where dispatching the view
+# op costs about 20), then restrided onto a storage of its own carrying its View. It keeps what
+# as_strided made it: eager's _base, version counter, and the as_strided autograd replays.
+_VIEW_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.ADInplaceOrView) | \
+    torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_as_strided = torch.ops.aten.as_strided.default._handle.redispatch_boxed
+_restrided, _View = buf.restrided, buf.View

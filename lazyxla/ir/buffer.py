@@ -145,6 +145,11 @@ class View:
             self._src, self._node = src, node
         return self._node
 
+    def forget_read(self) -> None:
+        """Drop read()'s memo: the next read builds the chain from the root's node again (the
+        memoised node may have become device data of its own: a read that ran it)."""
+        self._src = None
+
     def write(self, node: Node) -> None:
         values = [self.base.node]
         for low, attrs, _, shape, dtype, key in self.chain[:-1]:
