@@ -86,10 +86,21 @@ def snapshot() -> dict:
 
 
 def restore(snap: dict) -> None:
+    """The counters as `snap` holds them, but for those of the compilation cache: a program
+    compiled meanwhile stays compiled and cached (as its compile event and CompileTime say)."""
+    lasting = {k: _counters[k] for k in LASTING if k in _counters}
     _counters.clear()
     _counters.update(snap["counters"])
+    for k, v in lasting.items():  # (Counter.update would add)
+        _counters[k] = v
     _fallback_sites.clear()
     _fallback_sites.update(snap["sites"])
+
+
+# Counters of what outlives a trial run (the bridge's): compiles and the compilation cache's state.
+LASTING = frozenset({"UncachedCompile", "QuickCompile", "UpgradeCompile", "RecompileAfterEviction",
+                     "CompilationCacheEviction", "MapLimitEviction", "PersistentCacheHit",
+                     "PersistentCacheMiss", "PersistentCacheCorrupt"})
 
 
 _events: collections.deque = collections.deque(maxlen=4096)

@@ -76,3 +76,22 @@ def test_saved_report_prints_and_a_bad_file_is_one_line(fresh_metrics, tmp_path,
         err = capsys.readouterr().err
         assert err.startswith("lazyxla report: ") and expected[name] in err, (name, err)
         assert "Traceback" not in err
+
+
+def test_compiles_during_the_bridges_trial_runs_are_counted():
+    # the bridge restores the counters after a trial run (its fallbacks are not the model's), and
+    # so rolled back UncachedCompile of programs really compiled and cached meanwhile: the count
+    # fell behind the compile events and CompileTime
+    import torch
+    import lazyxla
+    from lazyxla import metrics
+
+    @torch.compile(backend="lazyxla")
+    def f(x, k, s):
+        return (x * s)[:k].sum() + x.shape[0]
+    import time
+    before, start = metrics.counter_value("UncachedCompile") or 0, time.time()
+    for n, k, s in [(8, 3, 1.0), (8, 3, 2.0), (9, 3, 2.0)]:
+        f(torch.randn(n, 4, device=lazyxla.device()), k, s).item()
+    compiles = (metrics.counter_value("UncachedCompile") or 0) - before
+    assert compiles == len([e for e in metrics.events("compile") if e["time"] >= start]) > 0
