@@ -261,6 +261,9 @@ class _Recorder:
         if tv is list or tv is tuple:
             self.key.append(("[", len(v)))  # f([1, 2], 3) and f([1], 2, 3) differ
             return tuple([self.value(x, runtime_scalar) for x in v])
+        if tv is torch.Generator:  # (its seed is fed to the program: record_node's `_key`)
+            self.key.append(tv)
+            return None
         if tv is torch.device:
             if v.type == _LAZY and v.index:
                 check_device_index(v)

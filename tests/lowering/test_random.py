@@ -190,3 +190,27 @@ def test_native_dropout_of_complex_as_eager_cpu():
     assert y.dtype == torch.complex64 and mask.dtype == torch.bool
     assert torch.equal(y, torch.where(mask, torch.tensor((1 + 1j) / 0.75), torch.tensor(0j)))
     assert abs(mask.float().mean() - 0.75) < 0.03
+
+
+def test_a_new_generator_each_call_reuses_the_program_and_hashes_alike_in_every_process():
+    # the generator object was an attribute of the node, so its identity and repr (an address)
+    # were in the graph key: one compile per generator, and no persistent cache hit across processes
+    import subprocess
+    import sys
+    from lazyxla import metrics
+    dev = lazyxla.device()
+    x = torch.ones(4, device=dev)
+    lazyxla.sync()
+    values = []
+    for seed in (0, 1, 0, 1):
+        (x + torch.randn(4, device=dev, generator=torch.Generator().manual_seed(seed))).cpu()
+        before = metrics.counter_value("UncachedCompile") or 0
+        values.append((x + torch.randn(4, device=dev, generator=torch.Generator().manual_seed(seed))).cpu())
+        assert (metrics.counter_value("UncachedCompile") or 0) == before
+    assert torch.equal(values[0], values[2]) and not torch.equal(values[0], values[1])
+    probe = ("import torch, lazyxla\n"
+             "g = torch.Generator().manual_seed(0)\n"
+             "print(lazyxla.graph_hash([torch.randn(3, device=lazyxla.device(), generator=g) + 1]))")
+    hashes = {subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             timeout=300).stdout.strip() for _ in range(2)}
+    assert len(hashes) == 1 and "" not in hashes
