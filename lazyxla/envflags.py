@@ -24,8 +24,8 @@ def flag(name: str, default: bool) -> bool:
     return default
 
 
-def count(name: str, default: int, minimum: int = 0) -> int:
-    """An integer >= `minimum`; unset or empty: `default`."""
+def count(name: str, default: int, minimum: int = 0, maximum: int = 2 ** 62) -> int:
+    """An integer in [minimum, maximum]; unset or empty: `default`."""
     raw = os.environ.get(name, "")
     if not raw.strip():
         return default
@@ -33,8 +33,8 @@ def count(name: str, default: int, minimum: int = 0) -> int:
         n = int(raw)
     except ValueError:
         n = None
-    if n is None or n < minimum:
-        warnings.warn(f"{name}={raw!r} is not an integer >= {minimum}; using {default}",
-                      stacklevel=2)
+    if n is None or not minimum <= n <= maximum:
+        warnings.warn(f"{name}={raw!r} is not an integer from {minimum} to {maximum}; using "
+                      f"{default}", stacklevel=2)
         return default
     return n

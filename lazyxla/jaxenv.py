@@ -303,7 +303,7 @@ _last_wait = 0.0  # seconds the last wait took
 
 def _spin_seconds() -> float:
     global _spin_s
-    us = envflags.count("LAZYXLA_SPIN_WAIT_US", _SPIN_WAIT_US)
+    us = envflags.count("LAZYXLA_SPIN_WAIT_US", _SPIN_WAIT_US, maximum=10 ** 6)  # (at most 1 s)
     _spin_s = us * 1e-6 if jax.default_backend() == "cpu" else 0.0
     return _spin_s
 

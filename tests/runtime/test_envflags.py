@@ -39,5 +39,14 @@ def test_count(monkeypatch):
     assert envflags.count("LAZYXLA_TEST_COUNT", 5, minimum=0) == 0
     for bad in ("0", "-3", "ten", "1.5"):
         monkeypatch.setenv("LAZYXLA_TEST_COUNT", bad)
-        with pytest.warns(UserWarning, match="is not an integer >= 1; using 5"):
+        with pytest.warns(UserWarning, match="is not an integer from 1 to .*; using 5"):
             assert envflags.count("LAZYXLA_TEST_COUNT", 5, minimum=1) == 5
+
+
+def test_a_count_past_its_maximum_is_refused(monkeypatch):
+    # LAZYXLA_SPIN_WAIT_US of 400 nines made every read fail (an OverflowError converting it)
+    monkeypatch.setenv("LAZYXLA_TEST_COUNT", "9" * 400)
+    with pytest.warns(UserWarning, match="is not an integer from 0 to 1000000; using 300"):
+        assert envflags.count("LAZYXLA_TEST_COUNT", 300, maximum=10 ** 6) == 300
+    monkeypatch.setenv("LAZYXLA_TEST_COUNT", "1000000")
+    assert envflags.count("LAZYXLA_TEST_COUNT", 300, maximum=10 ** 6) == 10 ** 6
