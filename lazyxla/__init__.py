@@ -119,13 +119,22 @@ def _init_from_env() -> None:
     raised: the process still runs, compiling as if none were set."""
     import os
     import warnings
-    path = os.environ.get("LAZYXLA_PERSISTENT_CACHE_PATH")
+    path, name = os.environ.get("LAZYXLA_PERSISTENT_CACHE_PATH"), "LAZYXLA_PERSISTENT_CACHE_PATH"
+    if not path:
+        # JAX's own setting (JAX_COMPILATION_CACHE_DIR) turns on JAX's cache, which checks no
+        # entry: a program's entry copied over another's ran with the other's inputs. lazyxla
+        # takes that directory over, with its checks.
+        import jax
+        path, name = jax.config.jax_compilation_cache_dir, "JAX_COMPILATION_CACHE_DIR"
     if path:
         try:
             initialize_cache(path)
         except (OSError, ValueError) as e:
-            warnings.warn(f"LAZYXLA_PERSISTENT_CACHE_PATH={path!r} cannot be used ({e}); "
+            warnings.warn(f"{name}={path!r} cannot be used ({e}); "
                           "lazyxla compiles without a persistent cache", stacklevel=2)
+            if name.startswith("JAX"):  # (not JAX's unchecked cache either)
+                import jax
+                jax.config.update("jax_compilation_cache_dir", None)
 
 
 _init_from_env()

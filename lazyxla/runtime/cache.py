@@ -11,6 +11,8 @@ import collections
 import hashlib
 import logging
 import os
+import shutil
+import stat
 import warnings
 
 from lazyxla import envflags, metrics
@@ -152,6 +154,7 @@ class CompilationCache:
 _MAGIC = b"LAZYXLA-CACHE-2\n"
 _FORMAT = b"LAZYXLA-CACHE-"
 _persistent_path: str | None = None
+_MAX_ENTRY_BYTES = 1 << 30  # (a program's entry is kilobytes to tens of megabytes)
 _listeners_installed = False
 
 
@@ -193,7 +196,14 @@ def _make_verified_cache(base, readonly: bool):
             self._path = getattr(base, "_path", None)
 
         def get(self, key):
-            blob = self._base.get(key)
+            problem = self._unreadable(key)
+            if problem is None:
+                try:
+                    blob = self._base.get(key)
+                except Exception as e:  # noqa: BLE001 - (unreadable: permissions, a directory)
+                    problem = f"cannot be read ({type(e).__name__}: {e})"
+            if problem is not None:
+                return self._corrupt(key, problem)
             if blob is None:
                 return None
             payload = _unwrap_value(key, blob)
@@ -201,12 +211,33 @@ def _make_verified_cache(base, readonly: bool):
                 self._remove(key)
                 return None
             if payload is None:
-                metrics.counter_inc("PersistentCacheCorrupt")
-                warnings.warn(f"lazyxla: persistent cache entry {key} failed its integrity check; "
-                              "it is discarded and the program recompiled")
-                self._remove(key)
-                return None
+                return self._corrupt(key, "failed its integrity check")
             return payload
+
+        def _unreadable(self, key):
+            """Why the entry's file is not read at all, or None: only a regular file (no link, no
+            FIFO, which would block the read forever, no device such as /dev/zero, which would
+            be read without end) of at most _MAX_ENTRY_BYTES is."""
+            if self._path is None:
+                return None
+            try:
+                st = os.lstat(self._path / f"{key}-cache")
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                return f"cannot be examined ({e.strerror})"
+            if not stat.S_ISREG(st.st_mode):
+                return "is not a regular file"
+            if st.st_size > _MAX_ENTRY_BYTES:
+                return f"is {st.st_size} bytes, more than any program's ({_MAX_ENTRY_BYTES})"
+            return None
+
+        def _corrupt(self, key, problem):
+            metrics.counter_inc("PersistentCacheCorrupt")
+            warnings.warn(f"lazyxla: persistent cache entry {key} {problem}; it is discarded "
+                          "and the program recompiled")
+            self._remove(key)
+            return None
 
         def put(self, key, value):
             if not readonly:
@@ -222,7 +253,10 @@ def _make_verified_cache(base, readonly: bool):
                 return
             for p in self._path.glob(f"{key}*"):
                 try:
-                    p.unlink()
+                    if p.is_dir() and not p.is_symlink():
+                        shutil.rmtree(p)
+                    else:
+                        p.unlink()
                 except OSError:
                     pass
 

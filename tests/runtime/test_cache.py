@@ -223,3 +223,46 @@ def test_an_entry_is_bound_to_its_program_links_are_not_followed_old_formats_are
     assert got["CORRUPT"] == 0 and got["HIT"] == 0 and "integrity" not in err
     got, _ = _run_op(cache, "tanh")
     assert got["HIT"] >= 1 and got["MISS"] == 0
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "directory"])
+def test_an_entry_that_is_not_a_regular_file_is_discarded_unread(tmp_path, kind):
+    """A FIFO in an entry's place blocked the first compile forever; a link to /dev/zero (or to a
+    huge file) was read into memory without end; a directory was never replaced."""
+    cache = tmp_path / "cache"
+    _run_op(cache, "tanh")
+    (entry,) = _entries(cache)
+    (cache / entry).unlink()
+    if kind == "fifo":
+        os.mkfifo(cache / entry)
+    elif kind == "directory":
+        (cache / entry).mkdir()
+    else:
+        (cache / entry).symlink_to("/dev/zero")
+    got, err = _run_op(cache, "tanh")  # (the program asserts its values)
+    assert got["CORRUPT"] == 1 and "is not a regular file" in err
+    got, _ = _run_op(cache, "tanh")  # replaced by a good entry
+    assert got["HIT"] >= 1 and got["CORRUPT"] == 0
+
+
+def test_jaxs_own_cache_variable_gets_lazyxlas_checks(tmp_path):
+    """JAX_COMPILATION_CACHE_DIR turned on JAX's cache, which checks nothing: another program's
+    entry under this program's name ran, with this program's inputs (wrong values, silently)."""
+    program = _OP_PROGRAM.replace("lazyxla.initialize_cache(sys.argv[1])\n", "")
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(tmp_path))
+
+    def run(op):
+        out = subprocess.run([sys.executable, "-c", program, "-", op], capture_output=True,
+                             text=True, timeout=120, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        line = [ln for ln in out.stdout.splitlines() if ln.startswith("HIT")][-1].split()
+        return {line[i]: int(line[i + 1]) for i in range(0, len(line), 2)}, out.stderr
+    run("tanh")
+    tanh = _entries(tmp_path)
+    run("sigmoid")
+    (sigmoid,), (tanh,) = _entries(tmp_path) - tanh, tanh
+    (tmp_path / tanh).write_bytes((tmp_path / sigmoid).read_bytes())
+    got, err = run("tanh")  # (the program asserts its values)
+    assert got["CORRUPT"] == 1 and "integrity" in err
+    got, _ = run("tanh")
+    assert got["HIT"] >= 1
