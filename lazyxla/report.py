@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import stat
 import sys
 
 from lazyxla import jaxenv, metrics
@@ -101,6 +102,13 @@ def load_report(path: str) -> dict:
     """Read a saved report: data only (JSON), every field checked for its type before use, so a
     damaged or foreign file is a ValueError naming what is wrong, never a crash while printing."""
     try:
+        # (not a FIFO, which would block, nor a device such as /dev/zero, read without end)
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a lazyxla run report: not a regular file")
+        if st.st_size > _MAX_REPORT_BYTES:
+            raise ValueError(f"{path} is not a lazyxla run report: {st.st_size} bytes, over "
+                             f"{_MAX_REPORT_BYTES}")
         with open(path, encoding="utf-8") as f:
             rep = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -118,6 +126,7 @@ def load_report(path: str) -> dict:
     return rep
 
 
+_MAX_REPORT_BYTES = 1 << 30  # (a report is kilobytes; the events kept are capped at 4096)
 _NUM, _STR = (int, float), str
 # field -> the type of each entry's values, for the report's lists and dicts of records
 _RECORDS = {"graphs": {"hash": _STR, "ops": int, "inputs": int, "outputs": int, "ms": _NUM},

@@ -39,7 +39,8 @@ VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
 # executor reports them. "off": no flags.
 INDEX_CHECKS: list | None = None
 INDEX_CHECK_MODES = ("off", "deferred", "strict")
-_ENV_MODES = {"": "deferred", "0": "off", "false": "off", "1": "strict", "true": "strict"}
+_ENV_MODES = {"": "deferred", "0": "off", "false": "off", "no": "off", "1": "strict",
+              "true": "strict", "yes": "strict", "on": "strict"}  # (as envflags.flag reads them)
 
 
 def _mode_from_env() -> str:

@@ -154,6 +154,7 @@ class CompilationCache:
 _MAGIC = b"LAZYXLA-CACHE-2\n"
 _FORMAT = b"LAZYXLA-CACHE-"
 _persistent_path: str | None = None
+_persistent_readonly = False
 _MAX_ENTRY_BYTES = 1 << 30  # (a program's entry is kilobytes to tens of megabytes)
 _listeners_installed = False
 
@@ -271,7 +272,7 @@ def initialize_persistent_cache(path: str, readonly: bool = False) -> None:
 
     This turns on JAX's persistent compilation cache for the process (it is process-wide in JAX),
     with thresholds lowered so that lazyxla's small graphs are cached too."""
-    global _persistent_path, _listeners_installed
+    global _persistent_path, _persistent_readonly, _listeners_installed
     import jax
     from jax._src import compilation_cache as cc
 
@@ -296,7 +297,7 @@ def initialize_persistent_cache(path: str, readonly: bool = False) -> None:
             raise NotADirectoryError(f"lazyxla: read-only persistent cache {path!r} is not a "
                                      "directory")
         raise FileNotFoundError(f"lazyxla: read-only persistent cache {path!r} does not exist")
-    if _persistent_path == path:
+    if (_persistent_path, _persistent_readonly) == (path, readonly):
         return
     if _persistent_path is not None:
         cc.reset_cache()
@@ -310,7 +311,7 @@ def initialize_persistent_cache(path: str, readonly: bool = False) -> None:
     if not _listeners_installed:
         jax.monitoring.register_event_listener(_on_event)
         _listeners_installed = True
-    _persistent_path = path
+    _persistent_path, _persistent_readonly = path, readonly
 
 
 def persistent_cache_path() -> str | None:

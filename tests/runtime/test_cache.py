@@ -266,3 +266,15 @@ def test_jaxs_own_cache_variable_gets_lazyxlas_checks(tmp_path):
     assert got["CORRUPT"] == 1 and "integrity" in err
     got, _ = run("tanh")
     assert got["HIT"] >= 1
+
+
+def test_initializing_the_same_cache_again_writable_makes_it_writable(tmp_path):
+    # the second call compared the path alone, and left the cache read-only: nothing was written
+    program = ("import sys, os, torch, lazyxla\n"
+               "lazyxla.initialize_cache(sys.argv[1], readonly=True)\n"
+               "lazyxla.initialize_cache(sys.argv[1])\n"
+               "(torch.arange(5.0, device=lazyxla.device()) * 7).cpu()\n")
+    out = subprocess.run([sys.executable, "-c", program, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert _entries(tmp_path)

@@ -50,3 +50,12 @@ def test_a_count_past_its_maximum_is_refused(monkeypatch):
         assert envflags.count("LAZYXLA_TEST_COUNT", 300, maximum=10 ** 6) == 300
     monkeypatch.setenv("LAZYXLA_TEST_COUNT", "1000000")
     assert envflags.count("LAZYXLA_TEST_COUNT", 300, maximum=10 ** 6) == 10 ** 6
+
+
+def test_check_indices_reads_yes_no_and_on_as_every_other_flag(monkeypatch):
+    # "no" warned and left the checks on (deferred)
+    from lazyxla.lowering import registry
+    for value, mode in (("no", "off"), ("0", "off"), ("yes", "strict"), ("on", "strict"),
+                        ("deferred", "deferred"), ("", "deferred")):
+        monkeypatch.setenv("LAZYXLA_CHECK_INDICES", value)
+        assert registry._mode_from_env() == mode

@@ -1,3 +1,4 @@
+import os
 """Ops with no lowering run on the CPU, counted and listed; the metrics API of torch_xla."""
 import torch
 
@@ -76,6 +77,12 @@ def test_saved_report_prints_and_a_bad_file_is_one_line(fresh_metrics, tmp_path,
         err = capsys.readouterr().err
         assert err.startswith("lazyxla report: ") and expected[name] in err, (name, err)
         assert "Traceback" not in err
+    # neither a FIFO (the read blocked) nor a device (/dev/zero: read without end) is read
+    os.mkfifo(tmp_path / "fifo.json")
+    for path in (tmp_path / "fifo.json", "/dev/zero", tmp_path):
+        assert cli.main(["report", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert "not a regular file" in err and "Traceback" not in err, err
 
 
 def test_compiles_during_the_bridges_trial_runs_are_counted():
