@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 
@@ -18,8 +19,14 @@ def _cmd_report(args) -> int:
     except (OSError, ValueError) as e:  # a missing, unreadable or foreign file: said in one line
         print(f"lazyxla report: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=2) if args.json else render_text(rep))
+    # (the file's strings, a retrace's cause, reach the terminal: its control characters, such
+    # as an escape sequence that clears the screen, are shown escaped; JSON escapes its own)
+    print(json.dumps(rep, indent=2) if args.json else _CONTROL.sub(
+        lambda m: m[0].encode("unicode_escape").decode(), render_text(rep)))
     return 0
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _cmd_ops(args) -> int:

@@ -77,6 +77,12 @@ def test_saved_report_prints_and_a_bad_file_is_one_line(fresh_metrics, tmp_path,
         err = capsys.readouterr().err
         assert err.startswith("lazyxla report: ") and expected[name] in err, (name, err)
         assert "Traceback" not in err
+    # a string of the file reaches the terminal with its control characters escaped
+    rep["retraces"] = [{"graph": "g", "cause": "x\x1b[2J\x1b]0;title\x07y"}]
+    good.write_text(json.dumps(rep))
+    assert cli.main(["report", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "x\\x1b[2J\\x1b]0;title\\x07y" in out
     # neither a FIFO (the read blocked) nor a device (/dev/zero: read without end) is read
     os.mkfifo(tmp_path / "fifo.json")
     for path in (tmp_path / "fifo.json", "/dev/zero", tmp_path):
