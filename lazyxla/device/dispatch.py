@@ -281,6 +281,8 @@ def _too_large(v: int) -> OverflowError:
     return OverflowError(f"lazyxla: the Python int {v} does not fit in int64, as which lazyxla "
                          f"passes integer scalars (eager converts it to the tensor's dtype: a "
                          f"uint64 one, or wraps it); pass it as a tensor of that dtype")
+
+
 _default_dtype = torch.get_default_dtype
 _NSLOT = 1024
 _SLOT = [Slot(i) for i in range(_NSLOT)]  # Slot(i) without a call, for the first 1024 inputs

@@ -1,5 +1,6 @@
 """Eager's argument errors for the matrix products (mm, addmm, mv, addmv, bmm, baddbmm, addbmm,
-dot, vdot; their out= and in-place forms), in the order and words of its CPU kernels. PyTorch's meta kernels word them otherwise
+dot, vdot; their out= and in-place forms), in the order and words of its CPU kernels. PyTorch's
+meta kernels word them otherwise
 ("a and b must have same reduction dim, but got [10, 16] X [8, 16]." where eager says "mat1 and
 mat2 shapes cannot be multiplied (10x16 and 8x16)", the error of a mis-sized nn.Linear) or check
 dtypes before shapes. A 0-dim CPU tensor (a wrapped scalar, which any device accepts) is exempt
