@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import warnings
 
-_TRUE = frozenset(("1", "true", "yes", "on"))
-_FALSE = frozenset(("0", "false", "no", "off"))
+TRUE_WORDS = frozenset(("1", "true", "yes", "on"))
+FALSE_WORDS = frozenset(("0", "false", "no", "off"))
 
 
 def flag(name: str, default: bool) -> bool:
@@ -15,9 +15,9 @@ def flag(name: str, default: bool) -> bool:
     value = raw.strip().lower()
     if not value:
         return default
-    if value in _TRUE:
+    if value in TRUE_WORDS:
         return True
-    if value in _FALSE:
+    if value in FALSE_WORDS:
         return False
     warnings.warn(f"{name}={raw!r} is not one of 1/true/yes/on or 0/false/no/off; using "
                   f"{'1' if default else '0'}", stacklevel=2)

@@ -27,6 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from lazyxla import envflags
+
 aten = torch.ops.aten
 
 LOWERINGS: dict = {}  # OpOverload -> Lowering (functional ops)
@@ -39,19 +41,22 @@ VIEWS: dict = {}      # OpOverload -> Lowering (view ops)
 # executor reports them. "off": no flags.
 INDEX_CHECKS: list | None = None
 INDEX_CHECK_MODES = ("off", "deferred", "strict")
-_ENV_MODES = {"": "deferred", "0": "off", "false": "off", "no": "off", "1": "strict",
-              "true": "strict", "yes": "strict", "on": "strict"}  # (as envflags.flag reads them)
 
 
 def _mode_from_env() -> str:
+    """A mode's name, or a flag's words as envflags reads them (true: strict, false: off)."""
     value = os.environ.get("LAZYXLA_CHECK_INDICES", "").strip().lower()
-    mode = _ENV_MODES.get(value, value)
-    if mode not in INDEX_CHECK_MODES:
-        import warnings
-        warnings.warn(f"lazyxla: LAZYXLA_CHECK_INDICES={value!r} is none of off, deferred, strict "
-                      "(or 0, 1); index checks are deferred")
-        mode = "deferred"
-    return mode
+    if not value:
+        return "deferred"
+    if value in INDEX_CHECK_MODES:
+        return value
+    if value in envflags.FALSE_WORDS:
+        return "off"
+    if value in envflags.TRUE_WORDS:
+        return "strict"
+    warnings.warn(f"lazyxla: LAZYXLA_CHECK_INDICES={value!r} is none of off, deferred, strict "
+                  "(or 0, 1); index checks are deferred")
+    return "deferred"
 
 
 _CHECKING = [_mode_from_env()]
