@@ -8,6 +8,7 @@ stable with NaN largest, integer sums promote to int64 (the meta dtype says so).
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -85,10 +86,25 @@ def _flat_last(x, dims):
 
 # -------------------------------------------------------------------------------------- sum & co
 
+def _one_term(x, axes) -> bool:
+    """Whether a sum over `axes` adds a single float element: eager adds it to 0.0 (-0.0 gives
+    0.0), where XLA returns the element itself (a reduction of one is a copy)."""
+    return _is_float(x) and math.prod([x.shape[d] for d in axes]) == 1
+
+
+def _unsigned_zero(r):
+    """r with -0.0 as 0.0 (each part of a complex), by a select: XLA folds `r + 0.0` to r."""
+    if jnp.iscomplexobj(r):
+        return lax.complex(_unsigned_zero(r.real), _unsigned_zero(r.imag))
+    return jnp.where(r == 0, jnp.zeros((), r.dtype), r)
+
+
 @register(aten.sum.default, aten.sum.dim_IntList, meta=True)
 def sum_(x, dim=None, keepdim=False, dtype=None, _meta=None):
     x, shape = _as_acc(x, _meta)
-    return jnp.sum(x, axis=_dims(dim, x.ndim)).reshape(shape)
+    axes = _dims(dim, x.ndim)
+    out = jnp.sum(x, axis=axes)
+    return (_unsigned_zero(out) if _one_term(x, axes) else out).reshape(shape)
 
 
 @register(aten.nansum.default, meta=True)
@@ -100,7 +116,9 @@ def nansum(x, dim=None, keepdim=False, dtype=None, _meta=None):
 @register(aten.mean.default, aten.mean.dim, meta=True)
 def mean(x, dim=None, keepdim=False, dtype=None, _meta=None):
     x, shape = _as_acc(x, _meta)
-    return jnp.mean(x, axis=_dims(dim, x.ndim)).reshape(shape)
+    axes = _dims(dim, x.ndim)
+    out = jnp.mean(x, axis=axes)
+    return (_unsigned_zero(out) if _one_term(x, axes) else out).reshape(shape)
 
 
 @register(aten.prod.default, meta=True)
@@ -400,9 +418,11 @@ def _as_scan_acc(x, _meta):
 @register(aten.cumsum.default, meta=True)
 def cumsum(x, dim, dtype=None, _meta=None):
     x, shape = _as_scan_acc(x, _meta)
-    if x.ndim == 0:
+    if x.ndim == 0:  # (eager's cumsum of a 0-d tensor is a copy: -0.0 stays)
         return x
-    return jnp.cumsum(x, axis=_dim1(dim, x.ndim)).reshape(shape)
+    axis = _dim1(dim, x.ndim)
+    out = jnp.cumsum(x, axis=axis)
+    return (_unsigned_zero(out) if _one_term(x, (axis,)) else out).reshape(shape)
 
 
 @register(aten.cumprod.default, meta=True)

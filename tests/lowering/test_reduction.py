@@ -52,6 +52,30 @@ def test_sum_dtype_and_edge():
     check(lambda x: x.nansum(1, keepdim=True), make((3, 4), nan=True))
 
 
+@pytest.mark.parametrize("fn", [lambda x: x.sum(), lambda x: x.sum(-1), lambda x: x.sum(0, keepdim=True),
+                                lambda x: x.nansum(), lambda x: x.mean(), lambda x: x.cumsum(-1),
+                                lambda x: x.sum(dtype=torch.float64), lambda x: x.half().sum(),
+                                lambda x: x.to(torch.complex64).sum(0)],
+                         ids=["sum", "sum_dim", "sum_keepdim", "nansum", "mean", "cumsum", "sum_f64",
+                              "sum_f16", "sum_complex"])
+@pytest.mark.parametrize("values", [[[-0.0]], [[-0.0], [-0.0]], [[-0.0, -0.0]], [[-0.0, 2.0]]],
+                         ids=["one", "column", "row", "mixed"])
+def test_sum_of_one_negative_zero_is_positive_zero_as_eager(fn, values):
+    """Eager adds the one term to 0.0; XLA's reduction of one element is the element itself."""
+    x = torch.tensor(values)
+    expected, actual = fn(x), fn(x.to(lazyxla.device())).cpu()
+    torch.testing.assert_close(actual, expected)
+    assert torch.equal(torch.view_as_real(actual).signbit() if actual.is_complex() else actual.signbit(),
+                       torch.view_as_real(expected).signbit() if expected.is_complex() else expected.signbit())
+
+
+def test_sum_of_a_zero_dim_negative_zero_matches_eager():
+    x = torch.tensor(-0.0)
+    for fn in (lambda x: x.sum(), lambda x: x.mean(), lambda x: x.cumsum(0)):
+        expected, actual = fn(x), fn(x.to(lazyxla.device())).cpu()
+        assert actual.signbit() == expected.signbit(), (expected, actual)
+
+
 @pytest.mark.parametrize("dim,keepdim", [(None, False), (1, False), (-1, True), ((0, 2), False)])
 def test_mean(dim, keepdim):
     x = make((2, 3, 4))
