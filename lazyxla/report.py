@@ -94,8 +94,14 @@ def report(as_json: bool = False) -> str:
 
 
 def save_report(path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(collect(), f, indent=2)
+    text = json.dumps(collect(), indent=2)
+    # Opened without blocking: a FIFO that no process reads is an OSError (ENXIO) here, where a
+    # plain open() waited for a reader forever (at exit: a process that never ended). A FIFO that
+    # is being read gets the report as a file would.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+    os.set_blocking(fd, True)
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def load_report(path: str) -> dict:

@@ -160,6 +160,38 @@ def test_report_path_that_cannot_be_written_is_said_at_exit(tmp_path):
     assert "could not write the run report to LAZYXLA_REPORT_PATH=" in out.stderr
 
 
+def test_report_path_naming_a_fifo_nobody_reads_does_not_hang_the_exit(tmp_path):
+    import os
+    import subprocess
+    import sys
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    env = dict(os.environ, LAZYXLA_REPORT_PATH=str(fifo))
+    out = subprocess.run([sys.executable, "-c", "import lazyxla; print('ran')"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "ran" in out.stdout
+    assert "could not write the run report to LAZYXLA_REPORT_PATH=" in out.stderr
+
+
+def test_report_path_naming_a_fifo_being_read_gets_the_report(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    import threading
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()), daemon=True)
+    reader.start()  # (blocks in open() until the writer comes)
+    env = dict(os.environ, LAZYXLA_REPORT_PATH=str(fifo))
+    out = subprocess.run([sys.executable, "-c", "import lazyxla"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    reader.join(30)
+    assert out.returncode == 0, out.stderr
+    assert "counters" in json.loads(got[0])
+
+
 def test_tied_weights_stay_tied_through_to_and_cpu():
     lin = torch.nn.Linear(4, 4, bias=False)
     seq = torch.nn.Sequential(lin, torch.nn.ReLU(), lin)
