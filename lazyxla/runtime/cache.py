@@ -247,7 +247,36 @@ def _make_verified_cache(base, readonly: bool):
                         if p.is_symlink():
                             self._remove(key)
                             break
-                self._base.put(key, _wrap_value(key, value))
+                if getattr(self._base, "eviction_enabled", False) and self._path is not None:
+                    with self._base.lock:  # (a FileLock: put takes it again, as its owner)
+                        self._date_undated()
+                        self._base.put(key, _wrap_value(key, value))
+                else:
+                    self._base.put(key, _wrap_value(key, value))
+
+        def _date_undated(self):
+            """With a size limit JAX evicts by each entry's access time, kept in a `-atime` file
+            beside it, and its eviction fails on an entry without one (written while the cache
+            had no limit, or its file removed): every later write failed. Such an entry gets the
+            oldest time, so it goes first; what is not a regular file there is replaced."""
+            for p in self._path.glob("*-cache"):
+                atime = p.with_name(p.name[:-len("-cache")] + "-atime")
+                try:
+                    st = os.lstat(atime)
+                    if stat.S_ISREG(st.st_mode):
+                        continue
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(atime)
+                    else:
+                        atime.unlink()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    continue  # (JAX's eviction will say what is wrong with it)
+                try:
+                    atime.write_bytes(bytes(8))
+                except OSError:
+                    pass
 
         def _remove(self, key):
             if readonly or self._path is None:

@@ -268,6 +268,28 @@ def test_jaxs_own_cache_variable_gets_lazyxlas_checks(tmp_path):
     assert got["HIT"] >= 1
 
 
+def test_a_size_limited_cache_writes_beside_entries_written_without_a_limit(tmp_path):
+    """JAX evicts by the access time each entry keeps in a `-atime` file, which it writes only
+    under a size limit; its eviction failed on an entry without one, and from then on no program
+    was written to the cache. Such an entry is now dated oldest, and evicted first."""
+    cache = tmp_path / "cache"
+    _run_op(cache, "tanh")  # (no size limit: no -atime file)
+    (tanh,) = _entries(cache)
+    assert not (cache / tanh.replace("-cache", "-atime")).exists()
+    (cache / "dir-cache").write_bytes(b"x")  # a foreign entry whose -atime is a directory
+    (cache / "dir-atime").mkdir()
+    size = sum(p.stat().st_size for p in cache.iterdir() if p.is_file()) + 1
+    env = dict(os.environ, JAX_COMPILATION_CACHE_MAX_SIZE=str(10 * size))
+    out = subprocess.run([sys.executable, "-c", _OP_PROGRAM, str(cache), "sigmoid"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    written = _entries(cache) - {tanh, "dir-cache"}
+    assert written, f"nothing was written: {out.stderr[-2000:]}"
+    for entry in written | {tanh}:
+        assert (cache / entry.replace("-cache", "-atime")).is_file()
+    assert int.from_bytes((cache / tanh.replace("-cache", "-atime")).read_bytes(), "little") == 0
+
+
 def test_initializing_the_same_cache_again_writable_makes_it_writable(tmp_path):
     # the second call compared the path alone, and left the cache read-only: nothing was written
     program = ("import sys, os, torch, lazyxla\n"
