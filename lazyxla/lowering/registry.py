@@ -361,6 +361,8 @@ def _truncated(x, itype):
     """Float x truncated to integer type itype as the host CPU's conversion does."""
     if not _X86:
         return jax.lax.convert_element_type(x, itype)
+    if x.dtype.itemsize < 4:  # (exact in float32; float8_e4m3fn cannot hold the bounds: as
+        x = x.astype(jnp.float32)  # NaN every element was outside)
     low = jnp.iinfo(itype).min
     inside = (x >= float(low)) & (x < -float(low))  # (false for NaN)
     return jnp.where(inside, jax.lax.convert_element_type(x, itype), jnp.array(low, itype))

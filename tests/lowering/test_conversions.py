@@ -54,6 +54,18 @@ def test_nan_and_out_of_range_floats_give_the_least_integer_on_x86_as_eager(targ
     assert compiled.tolist() == eager.tolist()
 
 
+@pytest.mark.parametrize("source", [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2,
+                                    torch.float8_e5m2fnuz])
+@pytest.mark.parametrize("target", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_float8_to_integers_as_eager(source, target):
+    # e4m3fn cannot hold the range's bounds (2**31 became NaN): every element read as outside,
+    # -2**31 for int32, 0 for int8
+    x = torch.tensor([0.0, 1.0, 2.5, -3.5, 100.0, -0.5, 7.0, -200.0]).to(source)
+    eager, lazy, compiled = _both(lambda t: t.to(target), x)
+    assert lazy.tolist() == eager.tolist()
+    assert compiled.tolist() == eager.tolist()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_ldexp_with_an_integer_exponent_scales_exactly(dtype):
     # 2**e as a float is inf or 0 past the dtype's range: x * 2**e gave NaN for 0 * 2**128,
