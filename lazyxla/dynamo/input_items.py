@@ -250,6 +250,20 @@ def _is_arithmetic_on(n, is_fed) -> bool:
     return all(is_fed(a) if isinstance(a, torch.fx.Node) else type(a) in (int, float) for a in n.args)
 
 
+# Namespaces of PyTorch's own operators, whose kernels compute with a number argument as a value.
+# A user's op (torch.library.custom_op) runs a Python kernel, traced once, that may branch on it
+# (`x * (n if n > 2 else -n)`): its numbers are keyed by value, and its CPU tensors read per call.
+_OWN_NAMESPACES = frozenset({"aten", "prims"})
+
+
+def is_user_op(t) -> bool:
+    if isinstance(t, torch._ops.OpOverload):
+        return t.namespace not in _OWN_NAMESPACES
+    if isinstance(t, torch._ops.OpOverloadPacket):
+        return t._qualified_op_name.split("::")[0] not in _OWN_NAMESPACES
+    return False
+
+
 def _takes_floats_unchanged(user, read) -> bool:
     if user.op == "call_method":  # a Tensor method, the float an argument (never the receiver)
         return bool(user.args) and user.args[0] is not read
@@ -264,7 +278,7 @@ def _takes_floats_unchanged(user, read) -> bool:
         return isinstance(val, torch.Tensor) and read is not user.args[0] and (
             t is operator.getitem or read not in user.args[2:])
     if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-        return True
+        return not is_user_op(t)
     if t in _ARITHMETIC:  # `lr / bias_correction` with a tensor: the Tensor's own op takes lr
         val = user.meta.get("example_value", user.meta.get("val"))
         return isinstance(val, torch.Tensor)

@@ -22,7 +22,7 @@ from lazyxla.device.dispatch import is_cpu_scalar
 from lazyxla.ir import buffer as buf
 from lazyxla.lowering.registry import LOWERINGS, VIEWS, functional_variant
 from lazyxla.runtime import executor
-from .input_items import is_float_of_read_only_inputs
+from .input_items import is_float_of_read_only_inputs, is_user_op
 
 _ALWAYS_OK = {operator.getitem}
 
@@ -120,7 +120,10 @@ class _Collector(torch.fx.Interpreter):
                            if t._version != v}
         if is_input_item(n):  # a float Dynamo passed as a 0-dim CPU tensor: keyed by value
             return result
-        if fell_back or self.written[n] or not _lazy_node_ok((args, kwargs), result):
+        # A user's op (torch.library) given a CPU tensor: its Python kernel may read the value
+        # (`s.item()`), which no device read shows; traced, it would keep the trial's value.
+        user_cpu = bool(cpu_args) and n.op == "call_function" and is_user_op(n.target)
+        if fell_back or user_cpu or self.written[n] or not _lazy_node_ok((args, kwargs), result):
             self.unsupported.append(n)
             ts = _tensors((args, kwargs, result))
             if not fell_back and ts and all(is_cpu_scalar(t) for t in ts):
