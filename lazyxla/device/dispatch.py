@@ -236,7 +236,9 @@ class _Recorder:
         """A tensor that gives only its shape and dtype (Lowering.like): no input node."""
         if getattr(t.untyped_storage(), "_lazyxla", None) is None and not is_cpu_scalar(t):
             raise device_mismatch(t)
-        self.key.append(("like", t.shape, t.dtype))
+        # (strides too where not contiguous: empty_like and co. keep a dense input's layout)
+        self.key.append(("like", t.shape, t.dtype) if t.is_contiguous() else
+                        ("like", t.shape, t.dtype, t.stride()))
         return None
 
     def value(self, v, runtime_scalar):
@@ -477,6 +479,8 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
     if st is None:
         raise device_mismatch(self)
     chain = st.chain if type(st) is View else ()
+    if op is _AS_STRIDED or op is _AS_STRIDED_:
+        _check_in_storage(self, args, kwargs)
     if (op is _AS_STRIDED or op is _AS_STRIDED_) and (chain or st.root.layout is not None) \
             and self.dtype == st.root.node.dtype:
         # as_strided addresses the storage, not the view: apply it to the root's value in memory
@@ -490,7 +494,10 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
     kw = tuple([(k, r.value(v, False)) for k, v in kwargs.items()]) if kwargs else ()
     if r.inputs:
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
-    key = ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
+    # (strides too where not contiguous: they decide whether eager allows the view, `x.t().view(-1)`)
+    key = ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs)) \
+        if self.is_contiguous() else \
+        ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs), self.stride())
     attrs = ((_S0,) + rest, kw)
     if low.offset is None:
         (shape, dtype), kid, _, _ = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)
@@ -522,6 +529,22 @@ def _view_tensor(view, shape, dtype, layout):
 
 
 _AS_STRIDED, _AS_STRIDED_ = torch.ops.aten.as_strided.default, torch.ops.aten.as_strided_.default
+
+
+def _check_in_storage(self, args, kwargs) -> None:
+    """eager's error for an as_strided view that reaches past its storage (XLA would clamp the
+    reads: the last row of `arange(10).as_strided((4, 4), (3, 1))` was [9, 9, 9, 9])."""
+    size, stride, *off = list(args) + ([kwargs["storage_offset"]] if "storage_offset" in kwargs else [])
+    offset = self.storage_offset() if not off or off[0] is None else off[0]
+    if not all(type(v) is int for v in (*size, *stride, offset)) or 0 in size:
+        return  # (symbolic sizes: the meta kernel's checks; an empty view reaches nothing)
+    item = self.element_size()
+    need = item * (offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1)
+    have = self.untyped_storage().nbytes()
+    if need > have:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset "
+                           f"{offset}, and itemsize {item} requiring a storage size of {need} are "
+                           f"out of bounds for storage of size {have}")
 
 
 def _root_meta(root: Buffer) -> torch.Tensor:

@@ -408,3 +408,55 @@ def _out_from_an_empty_slice(x):
 @pytest.mark.parametrize("fn", [_out_resized_within_its_storage, _out_from_an_empty_slice])
 def test_an_out_tensor_resized_within_its_storage_still_aliases_it(fn):
     _same_tensors_as_eager(fn)
+
+
+def _in_both(fn):
+    """fn(device) on the CPU and on lazyxla: its result, or the error's text."""
+    out = []
+    for d in ("cpu", lazyxla.device()):
+        try:
+            out.append(fn(d))
+        except RuntimeError as e:
+            out.append(str(e))
+    return out
+
+
+def test_empty_like_keeps_the_layout_of_its_input_after_a_call_on_another_layout():
+    # the inference cache keyed empty_like by shape and dtype: after a contiguous input's call,
+    # a transposed input's result reported contiguous strides (as_strided then read other elements)
+    def run(d):
+        a = torch.arange(9.0).reshape(3, 3).to(d)
+        torch.empty_like(a)
+        out = torch.empty_like(a.t()).copy_(a.t())
+        cl = torch.zeros(1, 2, 2, 2, device=d).to(memory_format=torch.channels_last)
+        torch.empty_like(torch.zeros(1, 2, 2, 2, device=d))
+        return out.stride(), out.as_strided((9,), (1,)).cpu().tolist(), torch.empty_like(cl).stride()
+    cpu, dev = _in_both(run)
+    assert dev == cpu
+
+
+def test_a_view_that_strides_forbid_raises_after_the_same_view_of_a_contiguous_tensor():
+    # the cache hit skipped the meta kernel's stride check: a.t().view(9) made a view, and writes
+    # through it landed in `a`
+    def run(d):
+        a = torch.arange(9.0).reshape(3, 3).to(d)
+        a.view(9)
+        return a.t().view(9).cpu().tolist()
+    cpu, dev = _in_both(run)
+    assert "view size is not compatible" in cpu and dev == cpu
+
+
+@pytest.mark.parametrize("size,stride,offset", [((4, 4), (3, 1), None), ((2,), (1,), 9),
+                                                ((3, 3), (2, 1), 5), ((2, 2), (2, 1), 5),
+                                                ((0, 5), (1, 100), 50), ((5,), (2,), 0)])
+def test_as_strided_past_the_storage_raises_eagers_error(size, stride, offset):
+    # XLA clamped the reads: the last row of arange(10).as_strided((4, 4), (3, 1)) was [9, 9, 9, 9]
+    def run(d):
+        x = torch.arange(10.0, device=d)
+        return (x.as_strided(size, stride) if offset is None else
+                x.as_strided(size, stride, offset)).cpu().tolist()
+    cpu, dev = _in_both(run)
+    assert dev == cpu
+    compiled = torch.compile(lambda t: t.as_strided((4, 4), (3, 1)), backend="lazyxla")
+    with pytest.raises(RuntimeError, match="out of bounds for storage of size 40"):
+        compiled(torch.arange(10.0, device=lazyxla.device()))
