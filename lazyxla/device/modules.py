@@ -50,8 +50,13 @@ def _converted(module, method, args, kwargs):
     if torch.__future__.get_swap_module_params_on_conversion() or not _KEEP_TIED:
         return method(module, *args, **kwargs)
     torch.__future__.set_swap_module_params_on_conversion(True)
+    kept = _subclassed_parameters(module)
     try:
-        return method(module, *args, **kwargs)
+        out = method(module, *args, **kwargs)
+        for p, cls, attrs in kept:
+            p.__class__ = cls
+            p.__dict__.update(attrs)
+        return out
     except RuntimeError as e:
         if "swap" not in str(e):
             raise
@@ -61,6 +66,14 @@ def _converted(module, method, args, kwargs):
     finally:
         torch.__future__.set_swap_module_params_on_conversion(False)
     return method(module, *args, **kwargs)
+
+
+def _subclassed_parameters(module) -> list:
+    """(parameter, its class, its attributes) of the Parameter subclasses (a quantized weight's
+    class with its state): a swap converts each into a plain Parameter (the converted tensor's
+    class and empty __dict__ are swapped in), where CUDA's in-place conversion keeps both."""
+    return [(p, type(p), dict(p.__dict__)) for p in module.parameters()
+            if type(p) is not nn.Parameter and not isinstance(p, nn.parameter.UninitializedParameter)]
 
 
 def _set_aside_uninitialized(module) -> list:

@@ -210,6 +210,28 @@ def test_tied_weights_stay_tied_through_to_and_cpu():
     assert not torch.__future__.get_swap_module_params_on_conversion()
 
 
+class _StatefulParameter(torch.nn.Parameter):
+    """A Parameter subclass with state of its own, as quantization libraries make."""
+    def __new__(cls, data=None, requires_grad=True, state=None):
+        p = super().__new__(cls, data, requires_grad)
+        p.state = state
+        return p
+
+
+def test_parameter_subclasses_keep_their_class_and_attributes_through_to_and_cpu():
+    # the in-place conversion swapped in a plain Parameter's class and empty __dict__
+    m = torch.nn.Linear(3, 2)
+    m.weight = _StatefulParameter(torch.ones(2, 3), state="qs")
+    w = m.weight
+    m.to(lazyxla.device())
+    assert m.weight is w and type(w) is _StatefulParameter and w.state == "qs"
+    assert w.device.type == "lazyxla" and type(m.bias) is torch.nn.Parameter
+    m(torch.ones(1, 3, device=lazyxla.device())).sum().backward()
+    assert w.grad.cpu().tolist() == [[1.0] * 3] * 2
+    m.cpu()
+    assert m.weight is w and type(w) is _StatefulParameter and w.state == "qs" and w.is_cpu
+
+
 def test_a_loop_that_never_waits_keeps_no_old_results_alive():
     # sync() dispatches without waiting; what wait() will block on must not keep every step's
     # outputs alive (it held 64 steps of parameters and optimizer state)
