@@ -16,14 +16,16 @@ from .registry import HISTC_RANGE, aten, check_values, register
 @register(aten.complex.default, meta=True)
 def complex_(real, imag, _meta):
     real, imag = compute(_meta, real, imag)
-    return jnp.real(real) + 1j * jnp.real(imag)
+    # (lax.complex: `re + 1j * im` computes (0+1j)*(im+0j), whose 0 * inf gave a NaN real part,
+    # and lost the sign of a zero part)
+    return lax.complex(jnp.real(real), jnp.real(imag))
 
 
 @register(aten.polar.default, meta=True)
 def polar(abs_, angle, _meta):
     abs_, angle = compute(_meta, abs_, angle)
     abs_, angle = jnp.real(abs_), jnp.real(angle)
-    return abs_ * jnp.cos(angle) + 1j * (abs_ * jnp.sin(angle))
+    return lax.complex(abs_ * jnp.cos(angle), abs_ * jnp.sin(angle))
 
 
 @register(aten.gcd.default, meta=True)

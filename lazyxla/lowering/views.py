@@ -235,11 +235,11 @@ def narrow(x, dim, start, length):
 @register(aten.view_as_complex.default, view=True,
           scatter=lambda base, value, _meta: jnp.stack([jnp.real(value), jnp.imag(value)], -1).astype(base.dtype))
 def view_as_complex(x):
-    return x[..., 0] + 1j * x[..., 1]
+    return lax.complex(x[..., 0], x[..., 1])  # (`re + 1j * im`: 0 * inf made the real part NaN)
 
 
-# Eager's checks of a view's input that its meta inference, keyed by shape and dtype (not strides,
-# storage offset or lazy bits), would miss at a signature seen before: run by the view's kernel
+# Eager's checks of a view's input that its meta inference, keyed by shape and dtype (and strides
+# where not contiguous; not storage offset or lazy bits), would miss at a signature seen before: run by the view's kernel
 # on every call (device/kernels.py), a few comparisons where the input passes them. Where one
 # fails, eager's own kernel runs on a meta tensor of the input's geometry and raises its error.
 _COMPLEX_PARTS = (torch.float32, torch.float64, torch.float16)

@@ -148,3 +148,17 @@ def test_cholesky_of_empty_matrices(shape):
     a = torch.empty(shape, dtype=torch.complex64)
     check(lambda x: torch.linalg.cholesky_ex(x, upper=True), a)
     check(torch.linalg.cholesky, a.real.contiguous())
+
+
+def test_complex_numbers_built_from_parts_keep_inf_nan_and_signed_zero_parts():
+    # `re + 1j * im` computed (0+1j)*(im+0j): 0 * inf made the real part NaN, and zeros lost signs
+    inf, nan = math.inf, math.nan
+    v = torch.tensor([[1.0, inf], [1.0, nan], [-0.0, 2.0], [3.0, -0.0], [-inf, -0.0]])
+    a, t = torch.tensor([inf, inf, 2.0, 0.0]), torch.tensor([0.0, 1.5707964, -0.0, -1.0])
+    cases = [lambda v: torch.view_as_complex(v), lambda v: torch.complex(v[:, 0], v[:, 1]),
+             lambda v: torch.polar(a.to(v.device), t.to(v.device))]
+    cases.append(torch.compile(lambda v: torch.view_as_complex(v).clone(), backend="lazyxla"))
+    for fn in cases:
+        got, want = fn(v.to(lazyxla.device())).cpu(), fn(v)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert torch.equal(torch.view_as_real(got).signbit(), torch.view_as_real(want).signbit())
