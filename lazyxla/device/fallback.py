@@ -88,6 +88,8 @@ def _host_copy(t: torch.Tensor) -> torch.Tensor:
 def from_cpu(t: torch.Tensor) -> torch.Tensor:
     """A new lazyxla tensor holding a copy of CPU tensor `t`, with its strides where they are a
     permutation of its dims (as eager's `.to(device)` keeps them)."""
+    if not supports_dtype(t.dtype):  # (numpy's conversion said "Got unsupported ScalarType")
+        raise TypeError(f"lazyxla does not support dtype {t.dtype}; keep such tensors on the CPU")
     with metrics.timed("TransferToDeviceTime"):
         return buf.wrap_node(data_node(to_device(t), t.dtype), meta.dense_layout(t))
 

@@ -79,6 +79,14 @@ def test_round_trip_every_dtype(dtype):
     torch.testing.assert_close(y.to("cpu"), x)
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e8m0fnu, torch.bits8, torch.complex32])
+def test_moving_a_tensor_of_a_dtype_lazyxla_lacks_says_so(dtype):
+    # numpy's conversion raised "Got unsupported ScalarType Float8_e8m0fnu"
+    x = torch.zeros(2, dtype=torch.uint8).view(dtype) if dtype == torch.bits8 else torch.ones(2).to(dtype)
+    with pytest.raises(TypeError, match=f"lazyxla does not support dtype {dtype}"):
+        x.to(lazyxla.device())
+
+
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
                                    torch.float8_e5m2fnuz])
 def test_float8_round_trip_and_casts_saturate_or_overflow_as_eager(dtype):
