@@ -15,10 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from lazyxla.ir import meta
 from lazyxla.jaxenv import np_dtype
 from .arithmetic import log_add_exp_complex
 from .pointwise import in_dtype_of
-from .registry import aten, real_part, register
+from .registry import aten, astype, register
 
 _LOW_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(np.float16))
 
@@ -62,12 +63,16 @@ def _isnan(x):
     return jnp.isnan(x) if _is_float(x) else jnp.zeros(x.shape, bool)
 
 
-def _as_acc(x, _meta, i=0):
+def _as_acc(x, _meta, i=0, rounded=True):
+    """x in the accumulation dtype. Eager converts the input to the result dtype first, with its
+    conversion rules (-1.0 is 255 as uint8; int 2049 is 2048 as float16; a complex `z` summed with
+    dtype=float32 keeps its real part), then accumulates; not `rounded`: straight to the
+    accumulation dtype (eager's CPU mean with a half dtype sums the input as float32)."""
     shape, dtype = _out(_meta, i)
     acc = _acc(dtype)
-    if jnp.iscomplexobj(x) and not jnp.issubdtype(acc, jnp.complexfloating):
-        x = real_part(x)  # (`z.sum(dtype=torch.float32)`)
-    return x.astype(acc), shape
+    if x.dtype != dtype and rounded:
+        x = astype(x, dtype)
+    return (x if x.dtype == acc else astype(x, acc)), shape
 
 
 def _move_last(x, dim):
@@ -113,9 +118,18 @@ def nansum(x, dim=None, keepdim=False, dtype=None, _meta=None):
     return sum_(x, dim, keepdim, dtype, _meta=_meta)
 
 
+def _nansum_meta(x, dim=None, keepdim=False, dtype=None):
+    # eager reduces every dim for dim=() or [], as sum does; PyTorch's meta kernel reduces none
+    return aten.nansum.default(x, None if isinstance(dim, (list, tuple)) and not dim else dim,
+                               keepdim, dtype=dtype)
+
+
+meta.META_KERNELS[aten.nansum.default] = _nansum_meta
+
+
 @register(aten.mean.default, aten.mean.dim, meta=True)
 def mean(x, dim=None, keepdim=False, dtype=None, _meta=None):
-    x, shape = _as_acc(x, _meta)
+    x, shape = _as_acc(x, _meta, rounded=False)
     axes = _dims(dim, x.ndim)
     out = jnp.mean(x, axis=axes)
     return (_unsigned_zero(out) if _one_term(x, axes) else out).reshape(shape)

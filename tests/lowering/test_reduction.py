@@ -433,3 +433,78 @@ def test_float32_scans_accumulate_in_double_as_eager(scan):
     got = getattr(x.to("lazyxla"), scan)(0).cpu()
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, getattr(x, scan)(0), rtol=1.2e-7, atol=0)
+
+
+_INT_DTYPE_REDUCTIONS = {
+    "sum": lambda t, d: t.sum(dtype=d), "sum_dim": lambda t, d: t.sum(0, dtype=d),
+    "nansum": lambda t, d: t.nansum(dtype=d), "prod": lambda t, d: t.prod(dtype=d),
+    "prod_dim": lambda t, d: t.prod(0, dtype=d), "cumsum": lambda t, d: t.cumsum(0, dtype=d),
+    "cumprod": lambda t, d: t.cumprod(0, dtype=d)}
+
+
+@pytest.mark.parametrize("fn", _INT_DTYPE_REDUCTIONS.values(), ids=_INT_DTYPE_REDUCTIONS.keys())
+@pytest.mark.parametrize("x, dtype", [(torch.tensor([-1.0, 2.0, 300.0]), torch.uint8),
+                                      (torch.tensor([-1.0, 2.0, 300.0]), torch.int8),
+                                      (torch.tensor([60000.0, 3.0], dtype=torch.float16), torch.int8)])
+def test_float_input_with_an_integer_dtype_wraps_as_eager(fn, x, dtype):
+    """Eager converts the input to the dtype with its conversion (-1.0 -> 255 as uint8, 300.0 ->
+    44); XLA's saturates (sum(dtype=uint8) was 1 for eager's 45)."""
+    check(lambda a: fn(a, dtype), x, atol=0, rtol=0)
+
+
+_HALF_DTYPE_REDUCTIONS = dict(_INT_DTYPE_REDUCTIONS, mean=lambda t, d: t.mean(dtype=d),
+                              mean_dim=lambda t, d: t.mean(0, dtype=d))
+
+
+@pytest.mark.parametrize("fn", _HALF_DTYPE_REDUCTIONS.values(), ids=_HALF_DTYPE_REDUCTIONS.keys())
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("values", [[2049, 1, 1, -7], [70000, -70000], [257, 1, 1]])
+def test_integer_input_with_a_half_dtype_rounds_to_it_first(fn, dtype, values):
+    """sum/prod/scans round the input to the half dtype first (2049 -> 2048; 70000 -> inf, so
+    [70000, -70000] sums to NaN), then accumulate in float32; eager's CPU mean sums the input in
+    float32 unrounded ([70000, -70000] -> 0)."""
+    check(lambda a: fn(a, dtype), torch.tensor(values, dtype=torch.int32), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dim", [(), []])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_nansum_and_nanmean_over_an_empty_dim_list_reduce_every_dim(dim, keepdim):
+    """Eager reduces every dim for dim=() (PyTorch's meta kernel of nansum reduced none: the
+    lowering's 0-d result did not fit its (2, 2) shape)."""
+    x = torch.tensor([[1.0, float("nan")], [3.0, 4.0]])
+    check(lambda a: (torch.nansum(a, dim, keepdim), torch.nanmean(a, dim, keepdim),
+                     torch.nansum(a.int(), dim, keepdim), torch.nansum(a, dim, keepdim, dtype=F64)),
+          x, atol=0, rtol=0)
+    assert torch.nansum(x.to(lazyxla.device()), dim=()).shape == ()
+
+
+_SEARCH_ERRORS = {
+    "bucketize_2d": lambda v, b: torch.bucketize(v, b.reshape(2, 2)),
+    "bucketize_0d": lambda v, b: torch.bucketize(v, b[0]),
+    "bucketize_scalar_0d": lambda v, b: torch.bucketize(0.5, b[0]),
+    "bucketize_out_int32": lambda v, b: torch.bucketize(v, b, out=torch.empty(0, dtype=torch.int32, device=v.device)),
+    "searchsorted_0d": lambda v, b: torch.searchsorted(b[0], v),
+    "searchsorted_0d_0d": lambda v, b: torch.searchsorted(b[0], v[0]),
+    "searchsorted_2d_scalar": lambda v, b: torch.searchsorted(b.reshape(2, 2), 0.5),
+    "searchsorted_2d_vs_3d": lambda v, b: torch.searchsorted(b.reshape(2, 2), v.reshape(2, 1, 1)),
+    "sorter_int32": lambda v, b: torch.searchsorted(b, v, sorter=torch.arange(4, dtype=torch.int32, device=v.device)),
+    "sorter_float_2d": lambda v, b: torch.searchsorted(b.reshape(2, 2), v.reshape(2, 1), sorter=b.reshape(2, 2)),
+    "sorter_size": lambda v, b: torch.searchsorted(b, v, sorter=torch.arange(3, device=v.device)),
+    "side_opposite": lambda v, b: torch.searchsorted(b, v, side="left", right=True),
+    "out_int32": lambda v, b: torch.searchsorted(b, v, out=torch.empty(0, dtype=torch.int32, device=v.device)),
+    "out_int64_with_out_int32": lambda v, b: torch.searchsorted(b, v, out_int32=True, out=torch.empty(2, dtype=torch.int64, device=v.device)),
+    "out_float_scalar": lambda v, b: torch.searchsorted(b, 0.5, out=torch.empty((), device=v.device)),
+}
+
+
+@pytest.mark.parametrize("fn", _SEARCH_ERRORS.values(), ids=_SEARCH_ERRORS.keys())
+def test_searchsorted_and_bucketize_argument_errors_match_eager(fn):
+    """searchsorted_pre_check's errors (and bucketize's 1-d boundaries), in eager's words: they
+    gave values, JAX errors or an IndexError."""
+    v, b = torch.tensor([0.5, 1.5]), torch.tensor([0.0, 1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError) as cpu:
+        fn(v, b)
+    with pytest.raises(RuntimeError) as dev:
+        fn(v.to(lazyxla.device()), b.to(lazyxla.device()))
+        lazyxla.sync()
+    assert str(dev.value) == str(cpu.value)
