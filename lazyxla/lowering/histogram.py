@@ -14,9 +14,8 @@ total and by each bin's width. Half and bfloat16 round after every operation, as
 arithmetic does. Edges fixed by a given range are computed on the host (numpy) with the same code.
 
 PyTorch has no meta kernels for these ops: they are registered here, with the CPU kernels' argument
-checks. Checks of the data itself (a NaN or infinite min/max when no range is given) cannot run in
-a compiled program: there the result is a histogram of zeros with NaN or infinite edges, where
-eager raises.
+checks. The data's own range (no range given) must be finite too: a deferred check (as histc's)
+raises eager's error at the next read.
 """
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ from jax import lax
 
 from lazyxla.jaxenv import cpp_type_name, type_name
 from .exact_arith import Arith, linspace
-from .registry import aten, register
+from .registry import CHECK_ERRORS, aten, check_values, register
 
 # ---------------------------------------------------------------- bin selection
 
@@ -107,10 +106,23 @@ def _outer_edges(ar: Arith, x2):
     else:
         lo = jnp.min(x2, axis=0).astype(jnp.float64)
         hi = jnp.max(x2, axis=0).astype(jnp.float64)
+        bad = ~(jnp.isfinite(lo) & jnp.isfinite(hi))  # (eager refuses a NaN or inf in the data)
+        for k in range(d):
+            check_values(bad[k], _range_kind(k))
     same = lo == hi
     lo = jnp.where(same, lo - 0.5, lo)
     hi = jnp.where(same, hi + 0.5, hi)
     return ar.from_double(lo), ar.from_double(hi)
+
+
+def _range_kind(k):
+    """The check kind (registry.CHECK_ERRORS) of eager's error for dimension k's data range (its
+    min and max, known only when the program has run, so not in the words)."""
+    kind = f"histogramdd_range_{k}"
+    if kind not in CHECK_ERRORS:
+        CHECK_ERRORS[kind] = (RuntimeError, f"torch.histogramdd: dimension {k}'s range [min, max] is not "
+                              "finite (the data's own range holds a NaN or inf, in {ops})", "InvalidInput")
+    return kind
 
 
 def _edges_from_counts(ar: Arith, x2, bins, range_):

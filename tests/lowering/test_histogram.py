@@ -175,3 +175,23 @@ def test_integer_histc_of_expert_ids_is_their_bincount():
 
 def test_bool_histc_raises_eagers_error():
     _raises_like_eager(lambda x, y: torch.histc(x.bool(), 4), torch.arange(6.0), None)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("case", [
+    lambda x: torch.histogram(x[:, 1], 3),
+    lambda x: torch.histogramdd(x, [2, 3]),
+    lambda x: torch.ops.aten._histogramdd_bin_edges(x, [2, 3]),
+])
+def test_histogram_of_data_with_a_nan_or_inf_and_no_range_raises_at_the_read(case, bad):
+    """Eager refuses the data's own range when it is not finite; lazyxla gave NaN edges and zero
+    counts. Checked when the program has run, as histc's (the range's values are not in the words)."""
+    x = torch.tensor([[1.0, 2.0], [0.0, bad], [3.0, 1.0]])
+    with pytest.raises(RuntimeError, match="range .* is not finite") as cpu:
+        case(x)
+    words = str(cpu.value).split(" range ")[0]  # (torch.histogramdd: dimension k's)
+    out = case(x.to(lazyxla.device()))
+    with pytest.raises(RuntimeError) as dev:
+        lazyxla.sync()
+    assert str(dev.value).startswith(words + " range [min, max] is not finite"), (dev.value, out)
+    check(lambda a: torch.histogramdd(a, [2, 3], range=[0.0, 3.0, 0.0, 3.0]), x, **EXACT)  # a range is fine
