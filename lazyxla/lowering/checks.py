@@ -369,10 +369,52 @@ def _index_select(x, dim, index):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
 
 
-@check(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
-def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
-    if side not in (None, "left", "right"):
-        raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+@check(*ops_named("searchsorted"))
+def _searchsorted(seq, values, *, out_int32=False, right=False, side=None, sorter=None, out=None):
+    """searchsorted_pre_check (BucketizationUtils.h), in its order and words: PyTorch's meta
+    kernel makes a few of them, worded otherwise, and lets the others through."""
+    name = "torch.searchsorted():"
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"{name} side can only be 'left' or 'right' but got {side}")
+        if right and side != "right":
+            raise RuntimeError(f"{name} side and right can't be set to opposites, got side of {side} "
+                               "while right was True")
+    if sorter is not None:
+        if sorter.shape != seq.shape:  # (eager's words lack a space)
+            raise RuntimeError(f"{name} boundary and sorter must have the same size, but got boundary "
+                               f"tensor {list(seq.shape)}and got sorter tensor {list(sorter.shape)}")
+        if sorter.dtype != torch.int64:
+            raise RuntimeError(f"{name} sorter must be a tensor of long dtype but got dtype "
+                               f"{type_name(sorter.dtype)}")
+    # (a Scalar is a 0-d tensor to eager)
+    vshape = list(values.shape) if isinstance(values, torch.Tensor) else []
+    vdim = len(vshape)
+    if vdim == 0 and seq.dim() != 1:
+        raise RuntimeError(f"{name} input value can be a scalar only when boundaries tensor dimension "
+                           f"is 1, but we got boundaries tensor dim({seq.dim()}) and input value's "
+                           "dim(0) numel(1)")
+    if seq.dim() == 0:
+        raise RuntimeError(f"{name} boundaries tensor should have positive dimension, but got 0 dimension")
+    if seq.dim() != 1 and (seq.dim() != vdim or list(seq.shape[:-1]) != vshape[:-1]):
+        raise RuntimeError(f"{name} boundaries tensor should be 1 dimension or the first N-1 dimensions "
+                           "of boundaries tensor and input value tensor must match, but we got "
+                           f"boundaries tensor {list(seq.shape)} and input value tensor {vshape}")
+    want = torch.int32 if out_int32 else torch.int64
+    if out is not None and out.dtype != want:
+        raise RuntimeError(f"{name} output tensor's dtype is wrong, it can only be Int(int32) or "
+                           "Long(int64) depending on whether out_int32 flag is True, but we got output "
+                           f"tensor's dtype {type_name(out.dtype)} and out_int32 flag is {out_int32}")
+    if out_int32 and seq.shape[-1] >= 2**31 - 1:
+        raise RuntimeError(f"{name} the size of boundaries' last dimension should be less than "
+                           f"{2**31 - 1}, but we got {seq.shape[-1]}")
+
+
+@check(*ops_named("bucketize"))
+def _bucketize(values, boundaries, *, out_int32=False, right=False, out=None):
+    if boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
+    _searchsorted(boundaries, values, out_int32=out_int32, right=right, out=out)
 
 
 def _eager_scalar_checks(op, sizes=None, elements=False):
