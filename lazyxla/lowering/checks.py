@@ -661,7 +661,9 @@ check(aten.triu_indices.default)(_tri_indices("triu_indices"))
 
 
 @check(*ops_named("arange"))
-def _arange(*args, dtype=None, **kwargs):
-    """eager's kernel has no bool or complex ranges; the meta kernel and XLA make them."""
+def _arange(*args, dtype=None, out=None, **kwargs):
+    """eager's kernel has no bool or complex ranges; the meta kernel and XLA make them. With
+    `out=` (fftfreq, the window functions) the range takes out's dtype."""
+    dtype = out.dtype if out is not None else dtype
     if dtype is not None:
         _require(dtype, "arange_cpu", lambda d: d is not torch.bool and not d.is_complex)

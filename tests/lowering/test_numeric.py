@@ -79,3 +79,18 @@ def test_arange_out():
     o = torch.empty(0, dtype=torch.int64, device=d)
     torch.arange(2, 9, 2, out=o)
     assert o.cpu().tolist() == [2, 4, 6, 8]
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.arange(4, out=torch.empty(0, dtype=torch.complex64, device=d)),
+    lambda d: torch.arange(4, out=torch.empty(0, dtype=torch.bool, device=d)),
+    lambda d: torch.fft.fftfreq(5, dtype=torch.complex64, device=d),
+    lambda d: torch.hann_window(5, dtype=torch.complex64, device=d)],
+    ids=["out_complex", "out_bool", "fftfreq", "hann_window"])
+def test_arange_into_an_out_of_a_dtype_eager_has_no_range_for_raises(make):
+    # the check read dtype= only: through out= (fftfreq, windows) a complex range was made
+    with pytest.raises(NotImplementedError) as eager:
+        make("cpu")
+    with pytest.raises(NotImplementedError) as lazy:
+        make(lazyxla.device())
+    assert str(lazy.value) == str(eager.value)
