@@ -270,11 +270,12 @@ def _variants(op):
 _EMPTY_STRIDED = (aten.empty_strided.default, aten.new_empty_strided.default)
 
 
-def _storage_of_overlapping_strides(op, kernel):
-    """empty_strided with strides under which elements share memory (`(2, 3), (0, 1)`): eager's
-    storage holds as many elements as the strides reach, so the tensor is that view of a buffer of
-    that many (its elements alias, and a write that would give two values to one element raises
-    eager's overlap error). Other strides go to the factory, which keeps their layout."""
+def _storage_of_strides(op, kernel):
+    """empty_strided with strides that are not a dense layout, under which elements share memory
+    (`(2, 3), (0, 1)`) or leave gaps (`(2, 3), (10, 2)`): eager's storage holds as many elements
+    as the strides reach, so the tensor is that view of a buffer of that many (aliased elements,
+    where a write that would give two values to one element raises eager's overlap error). The
+    factory keeps dense layouts; it gave the others contiguous strides and a storage that small."""
     names = [a.name for a in op._schema.arguments]
     at_size, at_stride = names.index("size"), names.index("stride")
 
@@ -282,12 +283,14 @@ def _storage_of_overlapping_strides(op, kernel):
         size = args[at_size] if at_size < len(args) else kwargs["size"]
         stride = args[at_stride] if at_stride < len(args) else kwargs["stride"]
         t = kernel(*args, **kwargs)
-        if t.numel() > 1 and tuple(t.stride()) != tuple(stride):
+        if t.numel() > 0 and tuple(t.stride()) != tuple(stride):
+            if any(st < 0 for st in stride):  # (the meta kernel lets them through)
+                raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} "
+                                   f"and strides={list(stride)}")
             probe = torch.empty_strided(size, stride, dtype=t.dtype, device="meta")
-            if torch._debug_has_internal_overlap(probe) == 1:
-                n = 1 + sum((k - 1) * st for k, st in zip(probe.shape, probe.stride()))
-                with torch.no_grad():
-                    return t.new_empty(n).as_strided(probe.shape, probe.stride())
+            n = 1 + sum((k - 1) * st for k, st in zip(probe.shape, probe.stride()))
+            with torch.no_grad():
+                return t.new_empty(n).as_strided(probe.shape, probe.stride())
         return t
     return empty_strided
 
@@ -323,7 +326,7 @@ def register_all() -> None:
         if not isinstance(op, torch._ops.OpOverload):
             continue
         k = _functional_kernel(op, low)
-        impl(op, _storage_of_overlapping_strides(op, k) if op in _EMPTY_STRIDED else k)
+        impl(op, _storage_of_strides(op, k) if op in _EMPTY_STRIDED else k)
         for v in _variants(op):
             k = _mutating_kernel(v)
             if k is not None:

@@ -1,5 +1,6 @@
 """Views alias their base: a write through any view is seen by the base and every other view."""
 import copy
+import math
 import re
 
 import pytest
@@ -460,3 +461,23 @@ def test_as_strided_past_the_storage_raises_eagers_error(size, stride, offset):
     compiled = torch.compile(lambda t: t.as_strided((4, 4), (3, 1)), backend="lazyxla")
     with pytest.raises(RuntimeError, match="out of bounds for storage of size 40"):
         compiled(torch.arange(10.0, device=lazyxla.device()))
+
+
+@pytest.mark.parametrize("size,stride", [((2, 3), (10, 2)), ((2, 3), (1, 4)), ((3,), (5,)),
+                                         ((2, 2, 2), (8, 1, 3)), ((1, 1), (5, 7))])
+def test_empty_strided_with_gaps_keeps_its_strides_and_storage_as_eager(size, stride):
+    # the factory gave contiguous strides and a storage of numel elements: as_strided then read
+    # other elements than eager's
+    def run(d):
+        src = torch.arange(float(math.prod(size))).view(size)
+        t = torch.empty_strided(size, stride, device=d).copy_(src.to(d))
+        n = t.untyped_storage().nbytes() // 4
+        return (t.stride(), n, t.cpu().tolist(),
+                t.as_strided((min(n, 3),), (1,), t.storage_offset()).cpu().tolist()[:1])
+    cpu, dev = _in_both(run)
+    assert dev == cpu
+
+
+def test_empty_strided_with_a_negative_stride_raises_eagers_error():
+    cpu, dev = _in_both(lambda d: torch.empty_strided((2, 3), (-1, 2), device=d).shape)
+    assert "Storage size calculation overflowed" in cpu and dev == cpu
