@@ -11,6 +11,7 @@ made them plain tensors of size 0).
 """
 from __future__ import annotations
 
+import copyreg
 import functools
 import warnings
 
@@ -51,6 +52,7 @@ def _converted(module, method, args, kwargs):
         return method(module, *args, **kwargs)
     torch.__future__.set_swap_module_params_on_conversion(True)
     kept = _subclassed_parameters(module)
+    torch.utils.swap_tensors = _swap_past_live_graphs
     try:
         out = method(module, *args, **kwargs)
         for p, cls, attrs in kept:
@@ -60,12 +62,42 @@ def _converted(module, method, args, kwargs):
     except RuntimeError as e:
         if "swap" not in str(e):
             raise
-        # swap_tensors refuses parameters that a live autograd graph still references
+        # (a weak reference to a parameter: swap_tensors refuses it)
         warnings.warn(f"lazyxla: could not convert parameters in place ({e.__cause__ or e}); "
-                      "converting them as PyTorch does by default, which unties shared weights")
+                      "converting them as PyTorch does by default: shared weights are untied, and "
+                      "an optimizer made before this call holds the old parameters")
     finally:
+        torch.utils.swap_tensors = _SWAP_TENSORS
         torch.__future__.set_swap_module_params_on_conversion(False)
     return method(module, *args, **kwargs)
+
+
+_SWAP_TENSORS = torch.utils.swap_tensors
+
+
+def _swap_past_live_graphs(t1, t2):
+    """torch.utils.swap_tensors, also where an autograd graph still holds t1 (the output of a
+    forward kept alive, `ref = model(x)`), which it refuses: PyTorch's default conversion then
+    gave every parameter a new object, so an optimizer made before `.to()` kept stepping the old
+    CPU ones, silently, and tied weights came apart. The graph keeps t1's old value, and its
+    gradient accumulator raises if a backward reaches it, as swap_tensors does for the one
+    reference it allows."""
+    try:
+        return _SWAP_TENSORS(t1, t2)
+    except RuntimeError as e:
+        if "use_count" not in str(e) or copyreg._slotnames(type(t1)) or copyreg._slotnames(type(t2)):
+            raise  # (slots: swap_tensors' own path only)
+    if t1.requires_grad and t1.is_leaf:
+        torch.autograd.graph.get_gradient_edge(t1).node.register_prehook(_moved_parameter)
+    t1.__class__, t2.__class__ = t2.__class__, t1.__class__
+    t1.__dict__, t2.__dict__ = t2.__dict__, t1.__dict__
+    torch._C._swap_tensor_impl(t1, t2)
+
+
+def _moved_parameter(grad_outputs):
+    raise RuntimeError("lazyxla: this backward reaches a parameter whose module was moved (.to(), "
+                       ".cpu()) after the forward ran; run the backward first, or the forward "
+                       "after the move")
 
 
 def _subclassed_parameters(module) -> list:

@@ -1,4 +1,5 @@
 """Ops record IR; nothing executes until sync() or a value is needed."""
+import pytest
 import torch
 
 import lazyxla
@@ -208,6 +209,34 @@ def test_tied_weights_stay_tied_through_to_and_cpu():
     other = torch.nn.Sequential(lin, lin)
     other.to(torch.float64)  # conversions not involving lazyxla keep PyTorch's default path
     assert not torch.__future__.get_swap_module_params_on_conversion()
+
+
+def test_moving_a_module_while_a_graph_holds_its_weights_keeps_them_and_the_optimizer():
+    # swap_tensors refused parameters a live graph saved (a forward's output kept): PyTorch's
+    # default conversion then made new parameters, so the optimizer stepped the old CPU ones
+    # (training silently did nothing) and tied weights came apart
+    import warnings
+    emb = torch.nn.Embedding(5, 3)
+    head = torch.nn.Linear(3, 5, bias=False)
+    head.weight = emb.weight
+    m = torch.nn.Sequential(emb, torch.nn.Linear(3, 3), head)
+    opt = torch.optim.SGD(m.parameters(), lr=1.0)
+    x = torch.tensor([1, 2])
+    keep = m(x)  # its graph saves the Linear's and the head's weights
+    expected = keep.detach().clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m.to(lazyxla.device())
+    assert m[2].weight is m[0].weight and len(list(m.parameters())) == 3
+    assert all(p.device.type == "lazyxla" for p in m.parameters())
+    assert all(any(p is q for q in opt.param_groups[0]["params"]) for p in m.parameters())
+    before = m[1].weight.detach().cpu().clone()
+    m(x.to(lazyxla.device())).sum().backward()
+    opt.step()
+    assert not torch.equal(m[1].weight.detach().cpu(), before)
+    assert torch.equal(keep.detach(), expected)  # the graph kept the values it was built on
+    with pytest.raises(RuntimeError, match="moved|poisoned"):
+        keep.sum().backward()  # its gradients have no parameter left to reach
 
 
 class _StatefulParameter(torch.nn.Parameter):
