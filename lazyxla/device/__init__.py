@@ -1,6 +1,8 @@
 """The `lazyxla` PyTorch device: PrivateUse1 registered from Python."""
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from lazyxla import envflags
@@ -105,6 +107,17 @@ class _BackendModule:
     def synchronize(device=None):
         from lazyxla.runtime.executor import wait
         wait()
+
+    # One stream: programs run in the order they are dispatched, and a copy to the host is done
+    # when it returns. torch.distributed.checkpoint's writer, for one, asks an available device
+    # module for its stream (it failed on a CPU state dict once lazyxla was imported).
+    @staticmethod
+    def current_stream(device=None):
+        return torch.Stream(device="lazyxla")
+
+    @staticmethod
+    def stream(stream):
+        return stream if stream is not None else contextlib.nullcontext()
 
 
 def register() -> None:

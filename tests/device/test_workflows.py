@@ -282,3 +282,20 @@ def test_dataloader_workers_that_use_the_device(tmp_path, context, dataset):
         assert last == "[('lazyxla', [[1.0, 1.0], [2.0, 2.0]]), ('lazyxla', [[3.0, 3.0], [4.0, 4.0]])]", last
     else:
         assert last == "[('lazyxla', [[1.0, 2.0], [3.0, 4.0]]), ('lazyxla', [[5.0, 6.0], [7.0, 8.0]])]", last
+
+
+@pytest.mark.parametrize("where", ["cpu", "lazyxla"])
+def test_distributed_checkpoint_saves_and_loads_with_lazyxla_imported(tmp_path, where):
+    # its writer asks an available device module for its stream: torch.lazyxla had none, so a
+    # save of even a CPU state dict failed once lazyxla was imported
+    import warnings
+    import torch.distributed.checkpoint as dcp
+    dev = torch.device(where) if where == "cpu" else D
+    state = {"w": torch.arange(6.0, device=dev).reshape(2, 3) * 2, "tail": torch.ones(3, device=dev)[1:]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (no process group: DCP says so)
+        dcp.save(state, checkpoint_id=str(tmp_path), no_dist=True)
+        out = {"w": torch.zeros(2, 3, device=dev), "tail": torch.zeros(2, device=dev)}
+        dcp.load(out, checkpoint_id=str(tmp_path), no_dist=True)
+    assert out["w"].cpu().tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+    assert out["tail"].cpu().tolist() == [1.0, 1.0]
