@@ -7,6 +7,7 @@ products accumulate in float32. `beta`/`alpha` are traced Scalars; beta == 0 ign
 entirely (NaN/inf there do not propagate), as in PyTorch."""
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -57,9 +58,26 @@ def _mat(spec, a, b):
     if a.dtype == jnp.bool_:
         a, b = a.astype(jnp.int64), b.astype(jnp.int64)
         return (jnp.einsum(spec, a, b) if dims is None else lax.dot_general(a, b, dims)) != 0
+    acc = product_dtype(a.dtype)
+    a, b = _cpu_dot_operands(a, b, acc)
     if dims is None:  # (the batched "..." products of linalg_qr)
-        return jnp.einsum(spec, a, b, precision=_HI, preferred_element_type=product_dtype(a.dtype))
-    return lax.dot_general(a, b, dims, precision=_HI, preferred_element_type=product_dtype(a.dtype))
+        return jnp.einsum(spec, a, b, precision=_HI, preferred_element_type=acc)
+    return lax.dot_general(a, b, dims, precision=_HI, preferred_element_type=acc)
+
+
+def _cpu_dot_operands(a, b, acc):
+    """Half operands of a float32 product as float32 on the CPU backend: XLA's CPU runtime has no
+    kernel for a bfloat16 x bfloat16 = float32 dot its library rewrite leaves over (a transposed
+    batched product in attention's backward: "Unsupported element type for DotThunk"). The same
+    values: a product of two half values is exact in float32, and the sum accumulates there."""
+    if acc is not None and a.dtype != acc and a.dtype in _LOW_FLOATS and _on_cpu():
+        return a.astype(acc), b.astype(acc)
+    return a, b
+
+
+@functools.cache
+def _on_cpu() -> bool:
+    return jax.default_backend() == "cpu"
 
 
 def _add_scaled(self, prod, beta, alpha):

@@ -562,3 +562,27 @@ def test_fold_adds_kernel_offsets_in_the_dtype(dtype, args):
     x = R(2, 3 * k, blocks, dtype=dtype, scale=2.0)
     check(lambda x: (F.fold(x, size, ks, dil, pad, st), F.fold(x[0], size, ks, dil, pad, st)), x,
           atol=0, rtol=0)
+
+
+def test_bfloat16_attention_backward_after_a_convolution_runs_as_eager():
+    # XLA's CPU runtime left a transposed batched bf16 x bf16 = f32 dot it has no kernel for
+    # ("Unsupported element type for DotThunk::Execute"): half operands of a float32 product are
+    # float32 on the CPU backend
+    def run(dev):
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(1, 4, 3, padding=1).to(dev, torch.bfloat16)
+        mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).to(dev, torch.bfloat16)
+        x = torch.randn(3, 6, 16).to(dev, torch.bfloat16)
+        c = conv(x[:, None])[:, 0]
+        mha(c, c, c)[0].float().sum().backward()
+        return mha.in_proj_weight.grad.float().cpu(), conv.weight.grad.float().cpu()
+    for got, want in zip(run(lazyxla.device()), run("cpu")):
+        torch.testing.assert_close(got, want, atol=0.05, rtol=0.02)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_matrix_products_equal_eagers(dtype):
+    a, b = torch.randn(4, 5, 6).to(dtype), torch.randn(4, 6, 3).to(dtype)
+    check(torch.bmm, a, b)
+    check(lambda a, b: a.mT @ b.mT.mT, a, a)
+    check(torch.mm, a[0], b[0])
