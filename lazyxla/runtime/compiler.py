@@ -41,8 +41,9 @@ def _cast(value, shape, dtype, low):
     if value.dtype == want:
         return value
     if want == _E4M3FN and value.dtype != jnp.bool_:
-        # PyTorch saturates (inf too, and integers: 500 gives 448); XLA would give NaN
-        if not jnp.issubdtype(value.dtype, jnp.floating):
+        # PyTorch saturates (inf too, and integers: 500 gives 448); XLA would give NaN. The clip
+        # runs in float32 for narrow sources: e4m3fnuz cannot hold 448 (every element was NaN)
+        if not jnp.issubdtype(value.dtype, jnp.floating) or value.dtype.itemsize < 4:
             value = value.astype(jnp.float32)
         value = jnp.clip(value, -448, 448)
     return registry.astype(value, want)

@@ -101,3 +101,15 @@ def test_float16_powers_of_one_half_are_pows_not_square_roots():
 def test_ldexp_of_a_bool_exponent_raises_eagers_error():
     with pytest.raises(NotImplementedError, match="ldexp_cpu_exp"):
         torch.ldexp(torch.ones(2, device=D), torch.ones(2, dtype=torch.bool, device=D))
+
+
+@pytest.mark.parametrize("source", [torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz,
+                                    torch.float16, torch.bfloat16])
+def test_every_narrow_float_to_float8_e4m3fn_as_eager(source):
+    # the saturating clip ran in the source dtype: e4m3fnuz cannot hold 448, and every element
+    # became NaN
+    bits = torch.arange(2 ** (8 * source.itemsize), dtype=torch.int32)
+    x = (bits.to(torch.uint8) if source.itemsize == 1 else bits.to(torch.int16)).view(source)
+    keep = ~torch.isnan(x.float())  # (NaN's bit pattern is XLA's)
+    eager, lazy, compiled = _both(lambda t: t.to(torch.float8_e4m3fn).view(torch.uint8), x)
+    assert torch.equal(lazy[keep], eager[keep]) and torch.equal(compiled[keep], eager[keep])
