@@ -20,7 +20,7 @@ import weakref
 import torch
 
 from lazyxla.ir import buffer as buf
-from . import dispatch, fallback
+from . import dispatch, fallback, storages
 
 _installed = False
 
@@ -44,6 +44,8 @@ def _deepcopy(original):
         if self.grad is not None:
             new.grad = self.grad.__deepcopy__(memo)
         memo[id(self)] = new
+        if self.__dict__:  # (its Python attributes, deep-copied, as eager's deepcopy keeps them)
+            new.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return new
     return __deepcopy__
 
@@ -86,13 +88,11 @@ def _saved_storage(root, location: str, skip_data: bool):
     saved = _SAVED.get(id(root))
     if saved is not None and saved._lazyxla_root is root and saved._lazyxla_node is root.node:
         return saved
-    flat = buf.new_tensor(root, root.node.shape, root.node.dtype)
-    flat = flat.as_strided((flat.numel(),), (1,))  # memory order, where the root has a layout
     if skip_data:  # torch.serialization.skip_data writes sizes, not bytes: nothing to read
-        saved = torch.UntypedStorage(flat.numel() * flat.itemsize)
+        saved = torch.UntypedStorage(math.prod(root.node.shape) * root.node.dtype.itemsize)
     else:
         with torch.no_grad():
-            saved = flat.cpu().untyped_storage()
+            saved = storages.host_bytes(root)
     saved._lazyxla_location, saved._lazyxla_root, saved._lazyxla_node = location, root, root.node
     _SAVED[id(root)] = saved
     return saved

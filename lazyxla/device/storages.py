@@ -39,7 +39,18 @@ def _bytes(storage) -> torch.Tensor:
 
 def _host(storage) -> torch.UntypedStorage:
     with torch.no_grad():
-        return _bytes(storage).cpu().untyped_storage()
+        return host_bytes(_state(storage).root) if _state(storage) is not None else \
+            _bytes(storage).cpu().untyped_storage()
+
+
+def host_bytes(root) -> torch.UntypedStorage:
+    """A CPU copy of a root buffer's bytes in eager's memory order. Where the root has no layout
+    of its own its value is in that order: the copy is its data's (a byte view of it was a
+    program per call: torch.save compiled one per tensor saved)."""
+    if root.layout is None:
+        return buf.new_tensor(root, root.node.shape, root.node.dtype).cpu().untyped_storage()
+    flat = buf.new_tensor(root, root.node.shape, root.node.dtype)
+    return flat.as_strided((flat.numel(),), (1,)).cpu().untyped_storage()
 
 
 def nbytes(self) -> int:

@@ -96,6 +96,16 @@ def test_deepcopy_of_a_plain_tensor_is_a_plain_tensor():
     torch.testing.assert_close(c[0].cpu(), x.cpu())
 
 
+def test_deepcopy_keeps_a_tensors_python_attributes_deep_copied():
+    # they were dropped (eager's deepcopy copies __dict__)
+    for requires_grad in (False, True):
+        x = torch.ones(3, device=D, requires_grad=requires_grad)
+        x.tag, x.meta = "bar", {"k": [1]}
+        c = copy.deepcopy(x)
+        assert c.tag == "bar" and c.meta == {"k": [1]} and c.meta is not x.meta
+        assert c.requires_grad == requires_grad
+
+
 # --------------------------------------------------------------- view_as_complex / view_as_real
 
 @pytest.mark.parametrize("make", [
