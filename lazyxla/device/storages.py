@@ -146,6 +146,13 @@ def tolist(self):
     return _host(self).tolist() if _state(self) is not None else _originals["tolist"](self)
 
 
+def _write_file(self, *args):
+    """torch.save's legacy format (and pickling a TypedStorage) writes each storage with it. The
+    C++ method copies a device storage to the host through a tensor whose storage object is not
+    this one, so it lost the lazyxla state on the way (AttributeError)."""
+    return _originals["_write_file"](_host(self) if _state(self) is not None else self, *args)
+
+
 def __iter__(self):
     return iter(tolist(self)) if _state(self) is not None else _originals["__iter__"](self)
 
@@ -160,7 +167,8 @@ def __repr__(self):
 
 _METHODS = {"nbytes": nbytes, "data_ptr": data_ptr, "__len__": __len__, "__getitem__": __getitem__,
             "__setitem__": __setitem__, "copy_": copy_, "resize_": resize_, "cpu": cpu,
-            "clone": clone, "tolist": tolist, "__iter__": __iter__, "__repr__": __repr__}
+            "clone": clone, "tolist": tolist, "__iter__": __iter__, "__repr__": __repr__,
+            "_write_file": _write_file}
 
 
 def _storage_numel(t) -> int:

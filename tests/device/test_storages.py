@@ -157,3 +157,21 @@ def test_set_to_a_storage_in_another_dtype_reads_its_bytes_in_memory_order():
     want = torch.empty(0, dtype=torch.int32).set_(e.untyped_storage())
     got = torch.empty(0, dtype=torch.int32, device=DEV).set_(d.untyped_storage())
     assert torch.equal(got.cpu(), want)
+
+
+def test_a_typed_storage_pickles_and_saves_in_the_legacy_format():
+    # the C++ writer copied the storage to the host through a storage object without lazyxla's
+    # state: AttributeError '_lazyxla'
+    import io
+    import pickle
+    import warnings
+    t = torch.arange(6.0, device=lazyxla.device()) * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (TypedStorage is deprecated)
+        back = pickle.loads(pickle.dumps(t.storage()))
+        assert back.device.type == "lazyxla" and back.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+        f = io.BytesIO()
+        torch.save([t.storage(), t[2:]], f, _use_new_zipfile_serialization=False)
+        f.seek(0)
+        storage, tail = torch.load(f, weights_only=False)
+    assert list(storage) == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0] and tail.cpu().tolist() == [4.0, 6.0, 8.0, 10.0]
