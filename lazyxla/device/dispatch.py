@@ -512,6 +512,11 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
         # then shares the base's version counter, which an inference tensor cannot take)
         with torch.inference_mode(False):
             out = _view_tensor(view, shape, dtype, layout)
+    elif self.is_inference() and not torch.is_inference_mode_enabled():
+        # and a view of an inference tensor is one, outside inference mode too (eager then
+        # refuses in-place updates to it and saving it for backward)
+        with torch.inference_mode():
+            out = _view_tensor(view, shape, dtype, layout)
     else:
         out = _view_tensor(view, shape, dtype, layout)
     # a view keeps its base's lazy conjugate/negative bits, as eager's (its data is the base's)

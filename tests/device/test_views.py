@@ -481,3 +481,23 @@ def test_empty_strided_with_gaps_keeps_its_strides_and_storage_as_eager(size, st
 def test_empty_strided_with_a_negative_stride_raises_eagers_error():
     cpu, dev = _in_both(lambda d: torch.empty_strided((2, 3), (-1, 2), device=d).shape)
     assert "Storage size calculation overflowed" in cpu and dev == cpu
+
+
+def test_views_of_inference_tensors_made_outside_inference_mode_are_inference_tensors():
+    # they were normal tensors: an in-place update wrote into the inference tensor, and autograd
+    # saved one for backward, both of which eager refuses
+    def run(d):
+        with torch.inference_mode():
+            t = torch.ones(2, 3, device=d)
+            inside = t[0]
+        views = (t[0], t.view(6), t.t(), t.expand(2, 2, 3), inside.view(3), t.unbind()[1])
+        out = [v.is_inference() for v in views]
+        for fn in (lambda: t[0].add_(1), lambda: (torch.ones(3, device=d, requires_grad=True) * t[0]).sum().backward()):
+            try:
+                fn()
+                out.append("ran")
+            except RuntimeError as e:
+                out.append(str(e).split(".")[0])
+        return out
+    cpu, dev = _in_both(run)
+    assert dev == cpu and cpu[:6] == [True] * 6
