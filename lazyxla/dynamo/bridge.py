@@ -38,11 +38,15 @@ def debug_enabled() -> bool:
 class Extracted:
     """One traced program: replay state for one key of non-tensor arguments."""
     __slots__ = ("hash", "matcher", "outputs", "mutated", "container", "structure", "checks",
-                 "loose_structure")
+                 "loose_structure", "spec")
 
-    def __init__(self, h, matcher, outputs, mutated, container, structure, loose_structure=None):
+    def __init__(self, h, matcher, outputs, mutated, container, structure, loose_structure=None,
+                 spec=None):
         self.checks = ()  # value checks to run on fed numbers (input_items.run_checks)
         self.hash, self.matcher, self.outputs, self.mutated = h, matcher, outputs, mutated
+        # the program's graph, held: the cache keeps a bounded number of evicted programs' graphs,
+        # and a compiled function used again after many others found neither (KeyError)
+        self.spec = spec
         self.container = container  # None for a single output, else tuple or list
         self.structure = structure  # views and aliasing of the tensor arguments it was traced on
         # the same with the starts it feeds left out (view_starts.py), where it feeds any
@@ -175,7 +179,7 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
             if debug_enabled():
                 _print_debug(gm, name, graph)
         else:
-            h, matcher = None, None
+            h, matcher, graph = None, None, None
     finally:
         dispatch.CPU_SCALAR_SOURCES, dispatch.TRACER = saved
         for j, a in enumerate(args):  # inputs a whole-tensor copy_ gave other device data: that
@@ -186,7 +190,8 @@ def _traced(gm, args, name, attrs, warm_up, dynamic) -> Extracted:
         dispatch.BUDGET.suspended -= 1
     loose = matcher.loose_args if matcher is not None else None
     return Extracted(h, matcher, handler, tuple(mut_slots), container, structure(args),
-                     structure(args, loose) if loose else None)
+                     structure(args, loose) if loose else None,
+                     graph.spec if graph is not None else None)
 
 
 def _read_from_roots(args) -> None:
@@ -497,7 +502,7 @@ class Bridge:
                 return self._structure_changed(call_args, _retried, f"{entry.structure} -> {now}",
                                                entry)
             return _pack(entry, entry.outputs([], args, fed))
-        exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash)
+        exe = executor.CACHE.get(entry.hash) or executor.executable_by_hash(entry.hash, entry.spec)
         _counters["RunCachedGraph"] += 1
         try:
             feed, roots = entry.matcher(args, fed)

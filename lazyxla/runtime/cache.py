@@ -58,6 +58,8 @@ class CompilationCache:
         self.executables: collections.OrderedDict = collections.OrderedDict()
         # Specs are small (structure only) and kept beyond eviction, bounded generously.
         self.specs: collections.OrderedDict = collections.OrderedDict()
+        # hashes of programs evicted (bounded as the specs): a recompile of one is counted as such
+        self.evicted: collections.OrderedDict = collections.OrderedDict()
         self._puts = 0
         self._warned_maps = False
         self._next_map_check = _MAP_CHECK_FIRST  # (in puts)
@@ -83,6 +85,7 @@ class CompilationCache:
 
     def evict_oldest(self) -> None:
         old, _ = self.executables.popitem(last=False)
+        self._note_evicted(old)
         metrics.counter_inc("CompilationCacheEviction")
         log.debug("lazyxla: evicted compiled graph %s", old)
 
@@ -140,10 +143,20 @@ class CompilationCache:
     def spec(self, h):
         return self.specs.get(h)
 
+    def was_evicted(self, h) -> bool:
+        return h in self.evicted
+
+    def _note_evicted(self, h) -> None:
+        self.evicted[h] = None
+        while len(self.evicted) > max(16 * self.capacity, 4096):  # (hashes: small)
+            self.evicted.popitem(last=False)
+
     def __len__(self):
         return len(self.executables)
 
     def clear(self):
+        for h in self.executables:
+            self._note_evicted(h)
         self.executables.clear()
 
 

@@ -75,15 +75,18 @@ def executable_for(spec, shape_variant: bool = False):
     return exe
 
 
-def executable_by_hash(h: str):
+def executable_by_hash(h: str, spec=None):
+    """The executable of graph `h`, compiled again from its saved graph (or `spec`, the caller's
+    own copy of it) if the cache evicted it, or compiled first if it never was (graph_hash's)."""
     exe = CACHE.get(h)
     if exe is not None:
         return exe
-    spec = CACHE.spec(h)
+    spec = CACHE.spec(h) or spec
     if spec is None:
         raise KeyError(f"lazyxla: no compiled graph with hash {h}")
-    metrics.counter_inc("RecompileAfterEviction")
-    log.info("lazyxla: graph %s was evicted from the compilation cache; recompiling", h)
+    if CACHE.was_evicted(h):
+        metrics.counter_inc("RecompileAfterEviction")
+        log.info("lazyxla: graph %s was evicted from the compilation cache; recompiling", h)
     return executable_for(spec)
 
 

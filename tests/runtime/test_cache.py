@@ -41,6 +41,36 @@ def test_eviction_recompiles_never_errors(fresh_metrics):
 
 
 @pytest.mark.skipif(cache_module.map_limit() is None, reason="no vm.max_map_count to read")
+def test_a_compiled_function_runs_after_its_program_and_saved_graph_were_dropped(fresh_metrics):
+    # the cache keeps 16 x capacity evicted programs' graphs: past that, the compiled call found
+    # neither (KeyError: no compiled graph with hash ...)
+    old = executor.CACHE.capacity
+    d = lazyxla.device()
+    try:
+        lazyxla.set_cache_capacity(1)
+        f = torch.compile(lambda x: (x * 3).sin() + 1, backend="lazyxla")
+        x = torch.arange(4.0, device=d)
+        lazyxla.sync()
+        first = f(x).cpu()
+        for k in range(20):  # 20 other programs: more graphs than the cache keeps for 1
+            (x + torch.full((k + 1,), 1.0, device=d).sum()).cpu()
+        torch.testing.assert_close(f(x).cpu(), first)
+        assert metrics.counter_value("RecompileAfterEviction") == 1
+    finally:
+        lazyxla.set_cache_capacity(old)
+
+
+def test_running_a_hashed_graph_compiled_for_the_first_time_is_no_recompile(fresh_metrics):
+    # graph_hash then run_cached_graph (torch_xla's flow) counted a "recompile after eviction"
+    x = torch.arange(3.0, device=lazyxla.device())
+    y = x * 5 + 2
+    h, inputs = lazyxla.graph_hash([y]), lazyxla.graph_inputs([y])
+    lazyxla.clear_pending_ir()
+    (out,) = lazyxla.run_cached_graph(h, inputs)
+    assert out.cpu().tolist() == [2.0, 7.0, 12.0]
+    assert (metrics.counter_value("RecompileAfterEviction") or 0) == 0
+
+
 def test_the_cache_keeps_the_process_below_its_memory_map_cap(fresh_metrics, monkeypatch):
     """Every compiled program holds memory maps; at the system's cap (vm.max_map_count) LLVM could
     not map a new one and the process died. Here the cap is set just above today's maps."""
