@@ -367,6 +367,10 @@ def _index_select(x, dim, index):
         raise IndexError("index_select(): Index is supposed to be a vector")
     if index.dtype not in (torch.int32, torch.int64):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if x.dim() == 0 and index.numel() > 1:  # (a 0-d result took the first; compiled with grad,
+        # the backward's check raised inside autograd's engine and aborted the process)
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                           f"{index.numel()} value(s)")
 
 
 @check(*ops_named("searchsorted"))
@@ -583,6 +587,16 @@ def _same_dtype_source(name):
         if x.dtype != source.dtype:
             raise RuntimeError(f"{name}(): self ({type_name(x.dtype)}) and source "
                                f"({type_name(source.dtype)}) must have the same scalar type")
+        # (the meta kernel checks the count of indices only: a source of another shape was added)
+        xs, ss = list(x.shape), list(source.shape)
+        if x.dim() and source.dim():
+            d = dim % x.dim()
+            xs = xs[:d] + xs[d + 1:]
+            ss = ss[:d] + ss[d + 1:] if d < len(ss) else ss
+        if xs != ss:
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
+                               f"specified dimension. Got self.shape = {list(x.shape)} "
+                               f"source.shape = {list(source.shape)}")
     return fn
 
 

@@ -150,6 +150,16 @@ BAD = {
     "segment_reduce_lengths_of_higher_rank": lambda d: torch.segment_reduce(X[0].to(d), "sum", lengths=I[None, 1:].to(d)),
     "segment_reduce_float_lengths": lambda d: torch.segment_reduce(X[0].to(d), "sum", lengths=X[0, :2].to(d)),
     "segment_reduce_float_offsets": lambda d: torch.segment_reduce(X[0].to(d), "sum", offsets=X[0].to(d)),
+    # a 0-d input takes one index (compiled with grad, the backward's check aborted the process)
+    "index_select_of_a_scalar_two_indices": lambda d: torch.tensor(3.5, device=d).index_select(
+        0, torch.tensor([0, 0], device=d)),
+    # a source of another shape outside `dim` was added as if broadcast
+    "index_add_source_of_another_width": lambda d: X.to(d).index_add(0, I[:1].to(d), torch.ones(1, 4, device=d)),
+    "index_add_source_of_another_height": lambda d: X.to(d).index_add(1, I[:1].to(d), torch.ones(3, 1, device=d)),
+    "index_add_to_a_scalar_from_a_vector": lambda d: torch.tensor(3.5, device=d).index_add(
+        0, I[:1].to(d), torch.tensor([2.0], device=d)),
+    "index_reduce_source_of_another_width": lambda d: X.to(d).index_reduce(
+        0, I[:1].to(d), torch.ones(1, 4, device=d), "prod"),
 }
 
 
