@@ -10,6 +10,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import time
+
 import torch as _torch
 
 from . import metrics  # noqa: F401
@@ -153,18 +155,19 @@ class assert_no_recompile:
     """
 
     def __enter__(self):
-        self._compiles = metrics.counter_value("UncachedCompile") or 0
-        self._retraces = metrics.counter_value("DynamoRetrace") or 0
-        self._events = len(metrics.events())
+        # (counts no metrics.clear_all() inside the block resets)
+        self._compiles = metrics.ever("UncachedCompile")
+        self._retraces = metrics.ever("DynamoRetrace")
+        self._since = time.time()
         return self
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
             return False
-        compiles = (metrics.counter_value("UncachedCompile") or 0) - self._compiles
-        retraces = (metrics.counter_value("DynamoRetrace") or 0) - self._retraces
+        compiles = metrics.ever("UncachedCompile") - self._compiles
+        retraces = metrics.ever("DynamoRetrace") - self._retraces
         if compiles or retraces:
-            new = metrics.events()[self._events:]
+            new = [e for e in metrics.events() if e["time"] >= self._since]
             causes = [e.get("cause") or f"compiled graph {e.get('hash')} ({e.get('ops')} ops)"
                       for e in new if e["kind"] in ("retrace", "compile")]
             raise RecompileError(f"{compiles} XLA compile(s) and {retraces} re-extraction(s) inside "

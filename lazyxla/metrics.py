@@ -20,6 +20,19 @@ def counter_inc(name: str, n: int = 1) -> None:
     _counters[name] += n
 
 
+# Counts no clear resets: assert_no_recompile compares them across a block that may clear the
+# counters (the difference of UncachedCompile came out negative, or 0 over a real compile)
+_ever: collections.Counter = collections.Counter()
+
+
+def count_ever(name: str, n: int = 1) -> None:
+    _ever[name] += n
+
+
+def ever(name: str) -> int:
+    return _ever[name]
+
+
 def counter_value(name: str):
     v = _counters.get(name, 0)
     return v if v else None

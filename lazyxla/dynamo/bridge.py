@@ -325,6 +325,7 @@ class Bridge:
 
     def _log_retrace(self, cause, hint=""):
         metrics.counter_inc("DynamoRetrace")
+        metrics.count_ever("DynamoRetrace")
         metrics.record_event("retrace", graph=self.name, cause=cause)
         self.retraces += 1
         if self.retraces <= _RETRACES_LOGGED:

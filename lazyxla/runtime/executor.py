@@ -60,6 +60,7 @@ def executable_for(spec, shape_variant: bool = False):
         metrics.counter_inc("CachedCompile")
         return exe
     metrics.counter_inc("UncachedCompile")
+    metrics.count_ever("UncachedCompile")
     t0 = time.perf_counter()
     quick = tiering.compile_quick(spec, shape_variant)
     if quick:

@@ -330,3 +330,20 @@ def test_initializing_the_same_cache_again_writable_makes_it_writable(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert _entries(tmp_path)
+
+
+def test_assert_no_recompile_counts_across_a_clear_of_the_metrics_inside_it():
+    # it subtracted counter values: a clear inside the block gave "-3 XLA compile(s)" where nothing
+    # compiled, or 0 over a real compile
+    d = lazyxla.device()
+    x = torch.arange(4.0, device=d)
+    lazyxla.sync()
+    (x * 2).cpu()
+    (x - 2).cpu()
+    with lazyxla.assert_no_recompile():
+        metrics.clear_all()
+        (x * 2).cpu()
+    with pytest.raises(lazyxla.RecompileError, match="^1 XLA compile"):
+        with lazyxla.assert_no_recompile():
+            metrics.clear_all()
+            (x * 7 - 1).cos().cpu()
