@@ -520,9 +520,9 @@ def _checked_inputs(spec, inputs, h) -> list:
         if perm is not None:  # (graph_inputs gives it as the program takes it)
             shape = physical_shape(shape, perm)
         if i in spec.scalar_params:
-            if isinstance(v, torch.Tensor) or np.ndim(v) != 0:
+            if not _scalar_of(v, dtype):  # (2.5 for an int was truncated, '7' parsed as 7)
                 raise TypeError(f"{where}: input {i} is a runtime scalar ({dtype}), got "
-                                f"{type(v).__name__}")
+                                f"{type(v).__name__} {v!r}"[:300])
         else:
             if isinstance(v, torch.Tensor):
                 v = _whole_tensor_data(v, f"{where}: input {i}", perm)
@@ -532,6 +532,21 @@ def _checked_inputs(spec, inputs, h) -> list:
                                  f"{dtype}, got shape {got[0]} and dtype {got[1]}")
         out.append(v)
     return out
+
+
+def _scalar_of(v, dtype) -> bool:
+    """Whether Python or numpy number `v` is a value of a runtime scalar of `dtype`, as its kind
+    (an int for an int64, not 2.5; no bool for a number) and range."""
+    if isinstance(v, (bool, np.bool_)):
+        return dtype == torch.bool
+    if dtype.is_complex:
+        return isinstance(v, (int, float, complex, np.number))
+    if dtype.is_floating_point:
+        return isinstance(v, (int, float, np.integer, np.floating))
+    if dtype == torch.bool or not isinstance(v, (int, np.integer)):
+        return False
+    info = torch.iinfo(dtype)
+    return info.min <= int(v) <= info.max
 
 
 def _whole_tensor_data(t, where, perm=None):

@@ -77,6 +77,18 @@ def test_run_cached_graph_takes_whole_tensors_and_checks_its_inputs():
         lazyxla.run_cached_graph(h, [a, a])
     (out,) = lazyxla.run_cached_graph(h, [a, 4])
     assert out.cpu().tolist() == [[8.0] * 3] * 2
+    # a value of another kind or out of range: 2.5 for the int 3 was truncated, '7' parsed as 7,
+    # None and 2**70 failed deep inside without naming the input
+    for bad in (2.5, "7", None, 2 ** 70, True, 1j):
+        with pytest.raises(TypeError, match="input 1 is a runtime scalar"):
+            lazyxla.run_cached_graph(h, [a, bad])
+    z = a * 0.5
+    h = lazyxla.graph_hash([z])
+    lazyxla.clear_pending_ir()
+    (out,) = lazyxla.run_cached_graph(h, [a, 3])  # an int for a float: as Python promotes it
+    assert out.cpu().tolist() == [[6.0] * 3] * 2
+    with pytest.raises(TypeError, match="input 1 is a runtime scalar"):
+        lazyxla.run_cached_graph(h, [a, "0.5"])
 
 
 def test_tensor_api_names_what_is_not_a_lazyxla_tensor():
