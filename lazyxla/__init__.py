@@ -43,8 +43,11 @@ def save_report(path: str) -> None:
 
 def device(index: int = 0) -> _torch.device:
     """The lazyxla device. There is one logical device; scale out through sharding."""
+    if isinstance(index, bool) or not isinstance(index, int):  # (0.0 and False passed as 0)
+        raise TypeError(f"lazyxla.device: expected the device index as an int, got "
+                        f"{type(index).__name__} {index!r}")
     if index != 0:
-        raise ValueError("lazyxla has a single logical device (index 0)")
+        raise ValueError(f"lazyxla has a single logical device (index 0), got index {index}")
     return _torch.device("lazyxla", 0)
 
 
@@ -52,6 +55,8 @@ def sync(wait: bool = False) -> None:
     """Execute all pending graphs (like torch_xla.sync() / xm.mark_step()). Raises eager's error
     (IndexError, RuntimeError) if a finished program read an index out of range or used a value
     eager rejects (see set_index_checks)."""
+    if not isinstance(wait, bool):  # (sync(wait="no") waited)
+        raise TypeError(f"lazyxla.sync: wait must be a bool, got {type(wait).__name__}")
     _executor.sync_all()
     if wait:
         _executor.wait()

@@ -77,7 +77,8 @@ def render_text(rep: dict) -> str:
         lines.append(f"  ... {len(rep['graphs']) - 20} earlier graphs not shown")
     lines.append(f"retraces ({len(rep['retraces'])}) — why the model recompiled:")
     for r in rep["retraces"][-20:]:
-        lines.append(f"  {r['graph']}: {r['cause']}")
+        # (one line each: a saved cause's newline could otherwise forge lines of the report)
+        lines.append(f"  {r['graph']}: {r['cause']}".replace("\n", "\\n").replace("\r", "\\r"))
     lines.append(f"CPU fallbacks ({len(rep['fallbacks'])} ops):")
     for f in rep["fallbacks"]:
         lines.append(f"  {f['op']}: {f['count']} calls")
@@ -168,7 +169,7 @@ def _problem(rep) -> str | None:
 
 def _save_at_exit() -> None:
     path = os.environ.get("LAZYXLA_REPORT_PATH")
-    if path:
+    if path and path.strip():  # (blank: unset, as every other flag reads it; " " was a file name)
         try:
             save_report(path)
         except OSError as e:  # at exit: said on stderr, the only place left to say it

@@ -11,6 +11,11 @@ def test_device_object():
     assert str(lazyxla.device()) == "lazyxla:0"
     with pytest.raises(ValueError):
         lazyxla.device(1)
+    for bad in (0.0, False, "0", None):  # (0.0 and False passed as index 0)
+        with pytest.raises(TypeError, match="device index as an int"):
+            lazyxla.device(bad)
+    with pytest.raises(TypeError, match="wait must be a bool"):
+        lazyxla.sync(wait="no")
 
 
 @pytest.mark.parametrize("make", [

@@ -83,6 +83,12 @@ def test_saved_report_prints_and_a_bad_file_is_one_line(fresh_metrics, tmp_path,
     assert cli.main(["report", str(good)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "x\\x1b[2J\\x1b]0;title\\x07y" in out
+    # and a newline in it cannot forge a line of the report
+    rep["retraces"] = [{"graph": "g", "cause": "x\nfallbacks (9): forged"}]
+    good.write_text(json.dumps(rep))
+    assert cli.main(["report", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "x\\nfallbacks (9): forged" in out and "\nfallbacks (9)" not in out
     # neither a FIFO (the read blocked) nor a device (/dev/zero: read without end) is read
     os.mkfifo(tmp_path / "fifo.json")
     for path in (tmp_path / "fifo.json", "/dev/zero", tmp_path):
