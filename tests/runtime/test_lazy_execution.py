@@ -148,26 +148,19 @@ def test_pending_budget_from_env(monkeypatch):
             assert PendingBudget().limit == 200000
 
 
-def test_report_path_that_cannot_be_written_is_said_at_exit(tmp_path):
+@pytest.mark.parametrize("kind", ["under a file", "a FIFO nobody reads"])
+def test_report_path_that_cannot_be_written_is_said_at_exit(tmp_path, kind):
+    # (a FIFO with no reader hung the exit: the report's open() waited for one)
     import os
     import subprocess
     import sys
-    blocker = tmp_path / "a_file"
-    blocker.write_text("")
-    env = dict(os.environ, LAZYXLA_REPORT_PATH=str(blocker / "run.json"))
-    out = subprocess.run([sys.executable, "-c", "import lazyxla; print('ran')"], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and "ran" in out.stdout
-    assert "could not write the run report to LAZYXLA_REPORT_PATH=" in out.stderr
-
-
-def test_report_path_naming_a_fifo_nobody_reads_does_not_hang_the_exit(tmp_path):
-    import os
-    import subprocess
-    import sys
-    fifo = tmp_path / "report.fifo"
-    os.mkfifo(fifo)
-    env = dict(os.environ, LAZYXLA_REPORT_PATH=str(fifo))
+    if kind == "under a file":
+        (tmp_path / "a_file").write_text("")
+        path = tmp_path / "a_file" / "run.json"
+    else:
+        path = tmp_path / "report.fifo"
+        os.mkfifo(path)
+    env = dict(os.environ, LAZYXLA_REPORT_PATH=str(path))
     out = subprocess.run([sys.executable, "-c", "import lazyxla; print('ran')"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "ran" in out.stdout
