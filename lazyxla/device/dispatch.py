@@ -494,10 +494,9 @@ def record_view(op, low: Lowering, self, args, kwargs, info=None):
     kw = tuple([(k, r.value(v, False)) for k, v in kwargs.items()]) if kwargs else ()
     if r.inputs:
         raise NotImplementedError(f"lazyxla: view op {op} with tensor arguments")
-    # (strides too where not contiguous: they decide whether eager allows the view, `x.t().view(-1)`)
-    key = ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs)) \
-        if self.is_contiguous() else \
-        ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs), self.stride())
+    key = ((info or op_info(op)).uid, self.shape, self.dtype, tuple(r.key), tuple(kwargs))
+    if not self.is_contiguous():  # (strides decide whether eager allows the view: x.t().view(-1))
+        key += (self.stride(),)
     attrs = ((_S0,) + rest, kw)
     if low.offset is None:
         (shape, dtype), kid, _, _ = meta.infer_keyed(op, key, (self,) + tuple(args), kwargs)

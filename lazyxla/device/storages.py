@@ -38,9 +38,9 @@ def _bytes(storage) -> torch.Tensor:
 
 
 def _host(storage) -> torch.UntypedStorage:
+    """A CPU copy of a lazyxla storage's bytes."""
     with torch.no_grad():
-        return host_bytes(_state(storage).root) if _state(storage) is not None else \
-            _bytes(storage).cpu().untyped_storage()
+        return host_bytes(_state(storage).root)
 
 
 def host_bytes(root) -> torch.UntypedStorage:
