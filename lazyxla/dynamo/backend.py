@@ -151,7 +151,9 @@ def lazyxla_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kw
     if mode is not None and mode not in _COMPILE_MODES:
         raise ValueError(f"lazyxla backend: mode must be one of {sorted(_COMPILE_MODES)}, got {mode!r}")
     if options:
-        raise ValueError(f"lazyxla backend: unknown options {sorted(options)}")
+        raise ValueError(f"lazyxla backend: unknown options {sorted(options)}; it takes "
+                         f"'fallback' ({', '.join(_FALLBACK_MODES)}) and 'mode' "
+                         f"({', '.join(sorted(_COMPILE_MODES))})")
     if any(isinstance(e, (list, tuple)) for e in example_inputs):
         # compiled autograd's backward graph: its gradients come as one list, its sizes as the
         # shapes of CPU tensors. Its ops run as they stand, recorded in lazy mode: one program

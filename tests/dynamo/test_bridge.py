@@ -555,6 +555,11 @@ def test_unknown_mode_is_rejected_naming_the_modes():
     cf = torch.compile(lambda x: x + 1, backend="lazyxla", mode="fastest")
     with pytest.raises(Exception, match="mode must be one of .*reduce-overhead.*'fastest'"):
         cf(torch.ones(2).to(D))
+    torch._dynamo.reset()
+    cf = torch.compile(lambda x: x + 1, backend="lazyxla", options={"nonsense": 1})
+    with pytest.raises(Exception, match=r"unknown options \['nonsense'\]; it takes 'fallback' "
+                                        r"\(partition, error\) and 'mode'"):
+        cf(torch.ones(2).to(D))
 
 
 def test_dropout_differs_per_call_and_is_seeded():
