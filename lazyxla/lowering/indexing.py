@@ -396,7 +396,11 @@ def index_reduce(x, dim, index, source, reduce, include_self=True):
     base = xs if include_self else jnp.where(hit_b > 0, _identity(reduce, x.dtype), xs)
     if reduce == "mean":
         total = base.at[idx].add(src, mode="drop")
-        count = jnp.maximum(hit_b + (1 if include_self else 0), 1).astype(x.dtype)
+        count = jnp.maximum(hit_b + (1 if include_self else 0), 1)
+        if jnp.issubdtype(x.dtype, jnp.floating):  # eager counts in the dtype, one at a time:
+            # past 2**(mantissa bits + 1) (256 in bfloat16) adding 1 no longer changes it
+            count = jnp.minimum(count, 2 ** (jnp.finfo(x.dtype).nmant + 1))
+        count = count.astype(x.dtype)
         out = total / count if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.floor_divide(total, count)
     else:
         out = _update(base.at[idx], _REDUCE[reduce], src)
