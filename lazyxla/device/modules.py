@@ -52,7 +52,10 @@ def _converted(module, method, args, kwargs):
         return method(module, *args, **kwargs)
     torch.__future__.set_swap_module_params_on_conversion(True)
     kept = _subclassed_parameters(module)
-    torch.utils.swap_tensors = _swap_past_live_graphs
+    # (a ScriptModule's C++ module holds its parameters too: swapped past that reference, it
+    # would keep the old tensors; PyTorch's default conversion gives it the new ones)
+    if not any(isinstance(m, torch.jit.ScriptModule) for m in module.modules()):
+        torch.utils.swap_tensors = _swap_past_live_graphs
     try:
         out = method(module, *args, **kwargs)
         for p, cls, attrs in kept:
