@@ -58,7 +58,8 @@ class CompilationCache:
         self.executables: collections.OrderedDict = collections.OrderedDict()
         # Specs are small (structure only) and kept beyond eviction, bounded generously.
         self.specs: collections.OrderedDict = collections.OrderedDict()
-        # hashes of programs evicted (bounded as the specs): a recompile of one is counted as such
+        # hashes of programs evicted (at most 16 per slot, at least 4096): a recompile of one is
+        # counted as such
         self.evicted: collections.OrderedDict = collections.OrderedDict()
         self._puts = 0
         self._warned_maps = False
